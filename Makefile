@@ -1,0 +1,34 @@
+# The two set-up commands (README): `make run` and `make test`. Both create or reuse .venv and install what they need.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: run test test-slow ui bench clean-storage
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed-runtime
+
+run: $(VENV)/.installed-runtime
+	$(BIN)/orchrm main
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-slow: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m slow -q || [ $$? -eq 5 ]  # 5: no test carries the mark
+
+ui: $(VENV)/.installed-runtime
+	$(BIN)/orchrm ui
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/ingest_label.py

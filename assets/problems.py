@@ -1,0 +1,27 @@
+import dagster as dg
+
+from assets.configs import ProblemsConfig
+from assets.partitions import WAREHOUSE_POOL
+from orchrm_dagster.problems import load_problems, problem_sources
+from orchrm_dagster.reporting import markdown_table
+from orchrm_dagster.resources import StorageResource
+
+
+@dg.asset(group_name="ingestion", kinds={"parquet", "duckdb"}, pool=WAREHOUSE_POOL)
+def problems(context: dg.AssetExecutionContext, config: ProblemsConfig, storage: StorageResource):
+    """Benchmark problems with reference answers: the shipped benchmarks plus `extra_files`."""
+    loaded = load_problems(problem_sources(config.extra_files))
+    root = storage.storage_root()
+    root.write_table(loaded.table, root.table_file("problems"))
+    storage.warehouse().refresh_views(("problems",))
+    for line in loaded.rejected[:20]:
+        context.log.warning(f"problem not loaded: {line}")
+    counts = loaded.table.group_by(["benchmark", "answer_type"]).aggregate([("problem_id", "count")]).to_pylist()
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": loaded.table.num_rows,
+        "rejected_lines": len(loaded.rejected),
+        "by_benchmark": dg.MetadataValue.md(markdown_table(
+            ["benchmark", "answer type", "problems"],
+            sorted((c["benchmark"], c["answer_type"], c["problem_id_count"]) for c in counts))),
+        "rejected": dg.MetadataValue.md("\n".join(f"- {r}" for r in loaded.rejected[:50]) or "none"),
+    })

@@ -1,0 +1,24 @@
+import dagster as dg
+
+from assets.jobs import ingest_run_batch_job
+from assets.partitions import run_batches
+from orchrm_dagster.ingest.landing import advance_cursor, new_or_changed, parse_cursor
+from orchrm_dagster.resources import StorageResource
+
+
+@dg.sensor(job=ingest_run_batch_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def landing_zone_sensor(context: dg.SensorEvaluationContext, storage: StorageResource):
+    """Registers each new (or replaced) file in <storage>/landing/ as a run_batches partition and ingests it."""
+    seen = parse_cursor(context.cursor)
+    fresh = new_or_changed(storage.storage_root().landed_files(), seen)
+    if not fresh:
+        return dg.SkipReason("no new files in the landing zone")
+    keys = sorted({f.batch_id for f in fresh})
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(partition_key=f.batch_id, run_key=f"{f.name}:{f.fingerprint}", tags={"orchrm/source_file": f.name})
+            for f in fresh
+        ],
+        dynamic_partitions_requests=[run_batches.build_add_request(keys)],
+        cursor=advance_cursor(seen, fresh),
+    )

@@ -1,0 +1,67 @@
+"""In-process runs of the code location's jobs, for the CLI (and anything else outside the UI)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+import dagster as dg
+
+import sql
+from orchrm_dagster.instance import cli_instance
+
+EXAMPLE_BATCH = Path(str(files("orchrm_dagster") / "data" / "examples" / "example_runs.jsonl"))
+_QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    batch_id: str
+    status: str
+    run_id: str
+    runs: int = 0
+    quarantined: int = 0
+    labeled: int = 0
+    correct: int = 0
+
+
+def ingest_files(defs: dg.Definitions, paths: list[Path], on_done: Callable[[str], None] | None = None) -> list[BatchOutcome]:
+    """Land each file, register it as a run_batches partition, and run the ingest job for it."""
+    storage = defs.resources["storage"]
+    root = storage.storage_root()
+    instance = cli_instance()
+    job = defs.resolve_job_def("ingest_run_batch")
+    outcomes = []
+    for path in paths:
+        landed = root.land(path)
+        instance.add_dynamic_partitions("run_batches", [landed.batch_id])
+        result = job.execute_in_process(partition_key=landed.batch_id, instance=instance, raise_on_error=False,
+                                        run_config=_QUIET, tags={"orchrm/source_file": landed.name})
+        outcomes.append(_outcome(storage, landed.batch_id, result))
+        if on_done:
+            on_done(landed.name)
+    return outcomes
+
+
+def failure_messages(result) -> list[str]:
+    """What went wrong in a failed in-process run, one line per failed step."""
+    return [f"{event.step_key}: {event.event_specific_data.error.message.strip()}"
+            for event in result.all_events if event.is_step_failure]
+
+
+def _outcome(storage, batch_id: str, result) -> BatchOutcome:
+    status = "SUCCESS" if result.success else "FAILURE: " + "; ".join(failure_messages(result))
+    rows = [r for r in storage.warehouse().query(sql.load("batch_status")).to_pylist() if r["batch_id"] == batch_id]
+    counts = rows[0] if rows else {}
+    return BatchOutcome(batch_id, status, result.run_id, counts.get("runs", 0), counts.get("quarantined", 0),
+                        counts.get("labeled", 0), counts.get("correct", 0))
+
+
+def materialize_selection(defs: dg.Definitions, selection: str, partition_key: str | None):
+    """Materialize a Dagster selection string as one in-process run on the shared instance."""
+    job = dg.define_asset_job("orchrm_cli_materialize", selection=dg.AssetSelection.from_string(selection))
+    merged = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
+    return merged.resolve_job_def(job.name).execute_in_process(
+        instance=cli_instance(), partition_key=partition_key, raise_on_error=False, run_config=_QUIET)

@@ -1,0 +1,19 @@
+"""What the landing-zone sensor decides, apart from Dagster: which landed files are new or changed."""
+
+from __future__ import annotations
+
+import json
+
+from orchrm_dagster.storage.root import LandedFile
+
+
+def parse_cursor(cursor: str | None) -> dict[str, str]:
+    return json.loads(cursor) if cursor else {}
+
+
+def new_or_changed(landed: list[LandedFile], seen: dict[str, str]) -> list[LandedFile]:
+    return [f for f in landed if seen.get(f.name) != f.fingerprint]
+
+
+def advance_cursor(seen: dict[str, str], handled: list[LandedFile]) -> str:
+    return json.dumps({**seen, **{f.name: f.fingerprint for f in handled}}, sort_keys=True)

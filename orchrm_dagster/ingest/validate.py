@@ -1,0 +1,124 @@
+"""Check one source line against the artifact contract: a valid RunRecord, or a Rejection a person can act on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+from pydantic import ValidationError
+
+from orchrm_dagster.contract.record import RunRecord
+from orchrm_dagster.ingest.reader import SourceLine
+
+_SHOWN_ERRORS = 3
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_record_bytes: int = 16 << 20
+    max_field_chars: int = 1 << 20
+    max_raw_chars: int = 64 << 10  # how much of a rejected line the quarantine keeps
+
+
+@dataclass(frozen=True)
+class Rejection:
+    line_number: int
+    field: str | None
+    reason: str
+    raw: str
+    raw_truncated: bool
+    run_id: str | None = None
+
+
+def validate_line(line: SourceLine, limits: Limits) -> RunRecord | Rejection:
+    if line.oversize_bytes is not None:
+        return _reject(
+            line, None, f"record is {line.oversize_bytes:,} bytes, over max_record_bytes={limits.max_record_bytes:,}",
+            limits, truncated=True,
+        )
+    try:
+        # Parquet rows go through JSON too, so both formats obey exactly the same rules
+        data = line.data if line.record is None else orjson.dumps(_decode_embedded_meta(line.record), default=str)
+        record = RunRecord.model_validate_json(data)
+    except ValidationError as err:
+        field, reason = _describe(err)
+        return _reject(line, field, reason, limits)
+    oversize = _oversize_field(record, limits.max_field_chars)
+    if oversize:
+        field, size = oversize
+        return _reject(line, field, f"field is {size:,} characters, over max_field_chars={limits.max_field_chars:,}",
+                       limits, run_id=record.run_id)
+    return record
+
+
+def _decode_embedded_meta(record: dict) -> dict:
+    # Parquet producers often store `meta` as JSON text; the contract wants an object.
+    meta = record.get("meta")
+    if isinstance(meta, str):
+        try:
+            record = {**record, "meta": orjson.loads(meta)}
+        except orjson.JSONDecodeError:
+            pass
+    return record
+
+
+def _describe(err: ValidationError) -> tuple[str | None, str]:
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    if first["type"] == "json_invalid":
+        return None, f"malformed JSON: {first['ctx'].get('error', first['msg']) if first.get('ctx') else first['msg']}"
+    if first["type"] == "model_type" and not first["loc"]:
+        return None, f"a record must be a JSON object, got {type(first['input']).__name__}"
+    parts = [_one_error(e) for e in errors[:_SHOWN_ERRORS]]
+    more = f" (and {len(errors) - _SHOWN_ERRORS} more)" if len(errors) > _SHOWN_ERRORS else ""
+    return _loc(first["loc"]), "; ".join(parts) + more
+
+
+def _one_error(error: dict) -> str:
+    where = _loc(error["loc"]) or "record"
+    if error["type"] == "missing":
+        return f"{where}: required field is missing"
+    shown = repr(error.get("input"))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"{where}: {error['msg']} (got {shown})"
+
+
+def _loc(loc: tuple) -> str | None:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or None
+
+
+def _oversize_field(record: RunRecord, limit: int) -> tuple[str, int] | None:
+    for name in ("question", "plan", "final_answer", "reference_answer", "error"):
+        value = getattr(record, name)
+        if value is not None and len(value) > limit:
+            return name, len(value)
+    for i, call in enumerate(record.subagents or ()):
+        for name in ("input", "output"):
+            value = getattr(call, name)
+            if value is not None and len(value) > limit:
+                return f"subagents[{i}].{name}", len(value)
+    return None
+
+
+def _reject(line: SourceLine, field: str | None, reason: str, limits: Limits,
+            truncated: bool = False, run_id: str | None = None) -> Rejection:
+    raw = line.data.decode("utf-8", errors="replace") if line.data is not None else orjson.dumps(
+        line.record, default=str).decode()
+    raw = raw.rstrip("\n")
+    if len(raw) > limits.max_raw_chars:
+        raw, truncated = raw[: limits.max_raw_chars], True
+    return Rejection(line.line_number, field, reason, raw, truncated, run_id or _guess_run_id(line))
+
+
+def _guess_run_id(line: SourceLine) -> str | None:
+    if line.record is not None:
+        value = line.record.get("run_id")
+        return value if isinstance(value, str) else None
+    try:
+        value = orjson.loads(line.data).get("run_id")
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        return None
+    return value if isinstance(value, str) else None

@@ -1,0 +1,100 @@
+"""Label every run of one batch against its reference answer."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from orchrm_dagster.contract.tables import LABELS
+from orchrm_dagster.ingest.flatten import ParquetSink
+from orchrm_dagster.labels.registry import LABELER_VERSIONS, answer_type_for, label_cached
+from orchrm_dagster.labels.verdict import Verdict
+from orchrm_dagster.storage.root import StorageRoot
+
+_RUN_COLUMNS = ["run_id", "problem_id", "benchmark", "reference_answer", "final_answer", "error", "is_correct"]
+LABELER_FOR_TYPE = {"math": "math_verify", "qa": "qa_em_f1", "choice": "choice_letter"}
+
+
+@dataclass(frozen=True)
+class LabelSettings:
+    qa_f1_threshold: float | None = None  # None: a QA answer is correct only on exact match
+    answer_types: dict[str, str] = field(default_factory=dict)  # benchmark -> math | qa | choice, overrides
+
+
+@dataclass
+class LabelReport:
+    batch_id: str
+    runs: int = 0
+    labeled: int = 0
+    correct: int = 0
+    without_reference: int = 0
+    producer_verdicts: int = 0
+    disagreements: int = 0
+    by_labeler: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+
+def failed_run_verdict(answer_type: str, error: str) -> Verdict:
+    labeler = LABELER_FOR_TYPE[answer_type]
+    return Verdict(False, None, labeler, LABELER_VERSIONS[labeler], f"execution failed: {error}", 0.0)
+
+
+def label_batch(root: StorageRoot, batch_id: str, references: dict, settings: LabelSettings = LabelSettings(),
+                rows_per_group: int = 20_000) -> LabelReport:
+    started = time.perf_counter()
+    report = LabelReport(batch_id)
+    with tempfile.TemporaryDirectory(prefix=f"orchrm-labels-{batch_id}-") as staging:
+        out = str(Path(staging, "labels.parquet"))
+        sink = ParquetSink(out, LABELS, rows_per_group)
+        with root.fs.open(root.table_file("runs", batch_id), "rb") as src:
+            for batch in pq.ParquetFile(src).iter_batches(batch_size=rows_per_group, columns=_RUN_COLUMNS):
+                for run in batch.to_pylist():
+                    row = _label_run(run, batch_id, references, settings, report)
+                    if row is not None:
+                        sink.append(row)
+        sink.close()
+        root.publish_local_file(out, root.table_file("labels", batch_id))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _label_run(run: dict, batch_id: str, references: dict, settings: LabelSettings, report: LabelReport) -> dict | None:
+    report.runs += 1
+    known = references.get(run["problem_id"])
+    reference = run["reference_answer"] or (known.answer if known else None)
+    if reference is None:
+        report.without_reference += 1
+        return None
+    choices = known.choices if known else None
+    answer_type = settings.answer_types.get(run["benchmark"]) or (
+        known.answer_type if known else answer_type_for(run["benchmark"], reference, None))
+    if run["error"]:
+        verdict = failed_run_verdict(answer_type, run["error"])
+    else:
+        verdict = label_cached(answer_type, reference, run["final_answer"], choices,
+                               qa_f1_threshold=settings.qa_f1_threshold)
+    _count(report, verdict, run["is_correct"])
+    return {
+        "batch_id": batch_id, "run_id": run["run_id"], "problem_id": run["problem_id"],
+        "benchmark": run["benchmark"], "answer_type": answer_type, "reference_answer": reference,
+        "is_correct": verdict.is_correct, "extracted_answer": verdict.extracted_answer, "score": verdict.score,
+        "labeler": verdict.labeler, "labeler_version": verdict.labeler_version, "reason": verdict.reason,
+        "producer_is_correct": run["is_correct"],
+    }
+
+
+def _count(report: LabelReport, verdict: Verdict, producer_is_correct: bool | None) -> None:
+    report.labeled += 1
+    report.correct += verdict.is_correct
+    report.by_labeler[verdict.labeler] += 1
+    if verdict.reason:
+        report.reasons[verdict.reason.split(":", 1)[0].split(" (", 1)[0]] += 1
+    if producer_is_correct is not None:
+        report.producer_verdicts += 1
+        report.disagreements += producer_is_correct != verdict.is_correct

@@ -1,0 +1,116 @@
+"""Realistic generated run batches (contract v1) for examples, tests and benchmarks.
+
+Questions and reference answers are the shipped benchmarks'; plans follow the MAS-Orchestra tag format
+with 1-3 KB of text; final answers are right or wrong at a set rate, so labels and pairs are meaningful.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+import orjson
+
+from orchrm_dagster.benchmarks import load_shipped
+
+AGENT_KINDS = ("CoTAgent", "SCAgent", "DebateAgent", "ReflexionAgent")
+_STEPS = (
+    "Restate the quantities given in the question and the unknown asked for.",
+    "Set up the relations between the quantities as equations before solving anything.",
+    "Check each intermediate result against the constraints of the problem.",
+    "Try small cases first, look for a pattern, then prove that the pattern holds in general.",
+    "Compare two independent methods and keep the answer on which they agree.",
+    "Identify the entity the question asks about, then find the fact that links both documents.",
+    "List the candidate answers, argue for and against each, and decide with a short justification.",
+)
+_POLICIES = (("base-orchestrator", "base", None), ("specialized-orchestrator", "specialized", None),
+             ("grpo-orchestrator", "checkpoint", 200))
+
+
+def render_plan(rng: random.Random, n_agents: int) -> str:
+    thinking = " ".join(rng.choice(_STEPS) for _ in range(rng.randint(2, 5)))
+    blocks = [f"<thinking>\n{thinking}\n</thinking>"]
+    for i in range(1, n_agents + 1):
+        kind = rng.choice(AGENT_KINDS)
+        agent_input = "" if i == 1 else " ".join(f"${{{j}}}" for j in range(max(1, i - 2), i))
+        roles = "<debate_roles>Proposer, Skeptic</debate_roles>" if kind == "DebateAgent" else ""
+        description = " ".join(rng.choice(_STEPS) for _ in range(rng.randint(2, 4)))
+        blocks.append(
+            f"<agent>\n<agent_id>{i}</agent_id>\n<agent_name>{kind}</agent_name>\n"
+            f"<agent_description>{description}</agent_description>\n"
+            f"<required_arguments><agent_input>{agent_input}</agent_input>{roles}</required_arguments>\n</agent>"
+        )
+    edges = "".join(f"<from>{j}</from><to>{i}</to>" for i in range(2, n_agents + 1) for j in range(max(1, i - 2), i))
+    blocks.append(f"<edge>{edges}</edge>")
+    return "\n".join(blocks)
+
+
+def _wrong_answer(rng: random.Random, answer: str) -> str:
+    if answer.lstrip("-").isdigit():
+        return str(int(answer) + rng.choice((-2, -1, 1, 3, 10)))
+    return rng.choice(("unknown", "none of the above", answer[::-1] or "0", "42"))
+
+
+def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_test", "math500", "hotpotqa_dev"),
+                  samples_per_problem: int = 8, correct_rate: float = 0.55) -> Iterator[dict]:
+    rng = random.Random(seed)
+    per_benchmark = [load_shipped(name) for name in benchmarks]
+    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    for index in range(n):
+        question_index = index // samples_per_problem  # round-robin over benchmarks, then over their problems
+        problems = per_benchmark[question_index % len(per_benchmark)]
+        problem = problems[(question_index // len(per_benchmark)) % len(problems)]
+        name, kind, step = _POLICIES[rng.randrange(len(_POLICIES))]
+        n_agents = rng.randint(2, 6)
+        correct = rng.random() < correct_rate + (0.15 if kind != "base" else 0.0)
+        answer = problem["answer"] if correct else _wrong_answer(rng, problem["answer"])
+        is_math = problem["benchmark"] != "hotpotqa"
+        final = f"So the final answer is $\\boxed{{{answer}}}$." if is_math else f"<answer>{answer}</answer>"
+        subagents = [
+            {"agent_id": str(i), "agent_name": rng.choice(AGENT_KINDS), "input": problem["question"][:200],
+             "output": f"Step {i}: {rng.choice(_STEPS)} Result: {answer}", "prompt_tokens": rng.randint(200, 900),
+             "completion_tokens": rng.randint(50, 400), "model": "sub-agent-model"}
+            for i in range(1, n_agents + 1)
+        ]
+        yield {
+            "run_id": f"run-{seed}-{index:09d}",
+            "problem_id": problem["problem_id"],
+            "benchmark": problem["benchmark"],
+            "question": problem["question"],
+            "policy": {"name": name, "kind": kind, "step": step},
+            "plan": render_plan(rng, n_agents),
+            "reference_answer": problem["answer"],
+            "sample_index": index % samples_per_problem,
+            "final_answer": final,
+            "subagents": subagents,
+            "tokens": {"orchestrator": rng.randint(300, 1200),
+                       "subagents": sum(s["prompt_tokens"] + s["completion_tokens"] for s in subagents)},
+            "plan_logprob": -rng.uniform(0.05, 1.5),
+            "is_correct": correct,
+            "created_at": (start + timedelta(seconds=index)).isoformat(),
+        }
+
+
+def write_jsonl(records, path) -> int:
+    count = 0
+    with open(path, "wb") as out:
+        for record in records:
+            out.write(orjson.dumps(record) + b"\n")
+            count += 1
+    return count
+
+
+def example_batch() -> list[bytes]:
+    """The shipped example batch: 48 good runs and 6 lines a producer could plausibly get wrong."""
+    records = list(generate_runs(48, seed=7, benchmarks=("gsm8k_test", "math500", "hotpotqa_dev", "aime24"),
+                                 samples_per_problem=4))
+    lines = [orjson.dumps(r) for r in records]
+    missing_plan = {k: v for k, v in records[1].items() if k != "plan"} | {"run_id": "example-missing-plan"}
+    bad_kind = records[2] | {"run_id": "example-bad-kind", "policy": {"name": "orch-v2", "kind": "finetuned"}}
+    step_as_text = records[3] | {"run_id": "example-step-text", "policy": {"name": "orch-v2", "kind": "checkpoint",
+                                                                           "step": "300"}}
+    lines[10:10] = [b'{"run_id": "example-truncated", "problem_id": "gsm8k-test-0001", "plan": "<agent>']
+    lines[20:20] = [orjson.dumps(missing_plan), orjson.dumps(bad_kind)]
+    lines[30:30] = [orjson.dumps(step_as_text), lines[5], b'"just a string"']
+    return lines

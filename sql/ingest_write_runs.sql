@@ -1,0 +1,4 @@
+COPY (
+    SELECT r.* FROM read_parquet($staged_runs) r
+    SEMI JOIN (SELECT line_number FROM line_fate WHERE keep) k USING (line_number)
+) TO $out (FORMAT parquet, COMPRESSION zstd);

@@ -1,0 +1,97 @@
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orchrm_dagster.ingest.batch import ingest_batch
+from orchrm_dagster.storage.warehouse import Warehouse
+from tests.conftest import write_lines
+
+
+def counts(root):
+    warehouse = Warehouse(root)
+    warehouse.refresh_views()
+    with warehouse.connect() as con:
+        return {t: con.execute(f"select count(*) from {t}").fetchone()[0]
+                for t in ("runs", "subagent_calls", "quarantine")}
+
+
+def bad_batch(tmp_path, good_records):
+    lines = [orjson.dumps(r) for r in good_records]
+    lines.insert(2, b'{"run_id": "cut-off", "plan": ')
+    lines.insert(5, orjson.dumps({**good_records[0], "run_id": "bad-kind", "policy": {"name": "x", "kind": "?"}}))
+    lines.append(orjson.dumps(good_records[4]))  # the same run again, later in the file
+    return write_lines(tmp_path / "batch_a.jsonl", lines)
+
+
+def test_good_lines_land_and_bad_lines_are_quarantined_with_reasons(tmp_path, storage_root, good_records):
+    landed = storage_root.land(bad_batch(tmp_path, good_records))
+    report = ingest_batch(storage_root, landed.batch_id, landed.path)
+    assert (report.lines_read, report.runs_written, report.quarantined) == (15, 12, 3)
+    assert counts(storage_root)["runs"] == 12
+    with Warehouse(storage_root).connect() as con:
+        rows = con.execute("select line_number, field, reason from quarantine order by line_number").fetchall()
+    assert rows[0][0] == 3 and "malformed JSON" in rows[0][2] and rows[0][2].startswith("batch_a.jsonl:3:")
+    assert rows[1][:2] == (6, "policy.kind")
+    assert rows[2][0] == 15 and "first seen on line 7" in rows[2][2]
+
+
+def test_reingesting_the_same_file_changes_no_count(tmp_path, storage_root, good_records):
+    landed = storage_root.land(bad_batch(tmp_path, good_records))
+    ingest_batch(storage_root, landed.batch_id, landed.path)
+    first = counts(storage_root)
+    ingest_batch(storage_root, landed.batch_id, landed.path)
+    assert counts(storage_root) == first
+
+
+def test_overlapping_batch_adds_only_new_runs(tmp_path, storage_root, good_records):
+    first = storage_root.land(write_lines(tmp_path / "one.jsonl", good_records[:8]))
+    ingest_batch(storage_root, first.batch_id, first.path)
+    second = storage_root.land(write_lines(tmp_path / "two.jsonl", good_records[4:]))
+    report = ingest_batch(storage_root, second.batch_id, second.path)
+    assert report.runs_written == 4 and report.reasons["run_id already ingested"] == 4
+    assert counts(storage_root)["runs"] == 12
+    with Warehouse(storage_root).connect() as con:
+        assert con.execute("select count(distinct run_id) from runs").fetchone()[0] == 12
+    # and ingesting the first batch again does not steal the runs back or double them
+    ingest_batch(storage_root, first.batch_id, first.path)
+    assert counts(storage_root)["runs"] == 12
+
+
+def test_subagent_calls_and_flattened_fields(tmp_path, storage_root, good_records):
+    landed = storage_root.land(write_lines(tmp_path / "b.jsonl", good_records[:2]))
+    ingest_batch(storage_root, landed.batch_id, landed.path)
+    counts(storage_root)
+    with Warehouse(storage_root).connect() as con:
+        run = con.execute("select policy_kind, orchestrator_tokens, subagent_tokens, n_subagent_calls, plan_hash, "
+                          "batch_id from runs where run_id = ?", [good_records[0]["run_id"]]).fetchone()
+        calls = con.execute("select count(*) from subagent_calls where run_id = ?", [good_records[0]["run_id"]]).fetchone()
+    assert run[0] == good_records[0]["policy"]["kind"]
+    assert run[1] == good_records[0]["tokens"]["orchestrator"] and run[2] == good_records[0]["tokens"]["subagents"]
+    assert run[3] == len(good_records[0]["subagents"]) == calls[0]
+    assert len(run[4]) == 32 and run[5] == "b.jsonl"
+
+
+def test_plan_hash_ignores_whitespace_only():
+    from orchrm_dagster.ingest.flatten import plan_hash
+
+    assert plan_hash("<agent>\n  <agent_id>1</agent_id></agent>") == plan_hash("<agent> <agent_id>1</agent_id></agent>")
+    assert plan_hash("<agent_id>1</agent_id>") != plan_hash("<agent_id>2</agent_id>")
+
+
+def test_parquet_batch_is_ingested_like_jsonl(tmp_path, storage_root, good_records):
+    rows = [dict(r, meta=None, subagents=None) for r in good_records[:5]]
+    rows[3]["policy"] = {"name": "x", "kind": "nonsense", "step": None}
+    path = tmp_path / "batch.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    landed = storage_root.land(path)
+    report = ingest_batch(storage_root, landed.batch_id, landed.path)
+    assert (report.runs_written, report.quarantined) == (4, 1)
+    assert report.reasons == {"policy.kind": 1}
+
+
+def test_empty_warehouse_tables_are_queryable(storage_root):
+    Warehouse(storage_root).refresh_views()
+    con = duckdb.connect(storage_root.path("warehouse.duckdb"), read_only=True)
+    assert con.execute("select count(*) from runs").fetchone() == (0,)
+    assert "policy_kind" in [d[0] for d in con.execute("select * from runs").description]

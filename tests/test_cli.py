@@ -1,0 +1,60 @@
+import json
+
+import dagster as dg
+from click.testing import CliRunner
+
+from orchrm_dagster.cli import main
+from orchrm_dagster.commands import EXAMPLE_BATCH
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result
+
+
+def query_json(sql):
+    result = invoke("query", "--format", "json", sql)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_ingest_status_query_and_reingest_through_the_cli(isolated_env):
+    first = invoke("ingest", str(EXAMPLE_BATCH))
+    assert first.exit_code == 0, first.output
+    assert "example_runs.jsonl" in first.output
+
+    totals = query_json("select (select count(*) from runs) runs, (select count(*) from quarantine) quarantined, "
+                        "(select count(*) from labels) labeled")
+    assert totals == [{"runs": 48, "quarantined": 6, "labeled": 48}]
+    reasons = query_json("select line_number, field from quarantine order by line_number")
+    assert [r["line_number"] for r in reasons] == [11, 21, 22, 31, 32, 33]
+    assert {r["field"] for r in reasons} >= {"plan", "policy.kind", "policy.step", "run_id"}
+
+    again = invoke("ingest", str(EXAMPLE_BATCH))
+    assert again.exit_code == 0
+    assert query_json("select (select count(*) from runs) runs, (select count(*) from quarantine) quarantined, "
+                      "(select count(*) from labels) labeled") == totals
+
+    status = invoke("status")
+    assert status.exit_code == 0 and "example_runs.jsonl" in status.output and "total" in status.output
+
+    # the runs the CLI made are in the shared instance's history, as the UI shows them
+    with dg.DagsterInstance.get() as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 2 and all(r.job_name == "ingest_run_batch" for r in runs)
+
+
+def test_materialize_by_key_and_csv_query(isolated_env):
+    result = invoke("materialize", "problems")
+    assert result.exit_code == 0, result.output
+    csv_out = invoke("query", "--format", "csv", "select benchmark, count(*) n from problems group by 1 order by 1")
+    assert csv_out.output.splitlines() == ["benchmark,n", "aime24,30", "aime25,30", "gsm8k,1319", "hotpotqa,500",
+                                           "math500,500"]
+
+
+def test_query_is_read_only_and_errors_are_clear(isolated_env):
+    missing = CliRunner().invoke(main, ["query", "select 1"])
+    assert missing.exit_code != 0 and "no warehouse" in missing.output
+    invoke("materialize", "problems")
+    write = CliRunner().invoke(main, ["query", "create table t as select 1"])
+    assert write.exit_code != 0 and "read-only" in write.output.lower()

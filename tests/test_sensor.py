@@ -1,0 +1,40 @@
+import time
+
+import dagster as dg
+
+from assets.sensors import landing_zone_sensor
+from orchrm_dagster.resources import StorageResource
+from tests.conftest import write_lines
+
+
+def evaluate(storage, cursor=None):
+    with dg.instance_for_test() as instance:
+        context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"storage": storage})
+        return landing_zone_sensor(context)
+
+
+def test_new_files_become_partitions_and_runs_once(tmp_path, storage_root, good_records):
+    storage = StorageResource(root=storage_root.base)
+    assert isinstance(evaluate(storage), dg.SkipReason)
+    storage_root.land(write_lines(tmp_path / "day 1.jsonl", good_records[:3]))
+    storage_root.land(write_lines(tmp_path / "day2.jsonl", good_records[3:]))
+    (tmp_path / "notes.txt").write_text("not a batch")
+    storage_root.fs.put_file(str(tmp_path / "notes.txt"), storage_root.landing_path("notes.txt"))
+
+    result = evaluate(storage)
+    assert [r.partition_key for r in result.run_requests] == ["day_1.jsonl", "day2.jsonl"]
+    assert result.dynamic_partitions_requests[0].partition_keys == ["day2.jsonl", "day_1.jsonl"]
+
+    again = evaluate(storage, cursor=result.cursor)
+    assert isinstance(again, dg.SkipReason)
+
+
+def test_a_replaced_file_is_ingested_again(tmp_path, storage_root, good_records):
+    storage = StorageResource(root=storage_root.base)
+    storage_root.land(write_lines(tmp_path / "batch.jsonl", good_records[:3]))
+    first = evaluate(storage)
+    time.sleep(0.01)
+    storage_root.land(write_lines(tmp_path / "batch.jsonl", good_records))
+    second = evaluate(storage, cursor=first.cursor)
+    assert [r.partition_key for r in second.run_requests] == ["batch.jsonl"]
+    assert second.run_requests[0].run_key != first.run_requests[0].run_key
