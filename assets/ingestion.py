@@ -31,6 +31,7 @@ def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig,
     yield dg.MaterializeResult(asset_key="runs", metadata={
         "dagster/row_count": report.runs_written,
         "source_file": root.uri("landing", landed.name),
+        "source_fingerprint": landed.fingerprint,
         "lines_read": report.lines_read,
         "lines_per_second": round(report.runs_per_second, 1),
     })

@@ -2,8 +2,17 @@ import dagster as dg
 
 from assets.jobs import ingest_run_batch_job
 from assets.partitions import run_batches
-from orchrm_dagster.ingest.landing import advance_cursor, new_or_changed, parse_cursor
+from orchrm_dagster.ingest.landing import advance_cursor, new_or_changed, not_yet_ingested, parse_cursor
 from orchrm_dagster.resources import StorageResource
+
+
+def _ingested_fingerprint(instance: dg.DagsterInstance, batch_id: str) -> str | None:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("runs"), asset_partitions=[batch_id]), limit=1).records
+    if not records:
+        return None
+    value = records[0].asset_materialization.metadata.get("source_fingerprint")
+    return value.value if value is not None else None
 
 
 @dg.sensor(job=ingest_run_batch_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -13,12 +22,14 @@ def landing_zone_sensor(context: dg.SensorEvaluationContext, storage: StorageRes
     fresh = new_or_changed(storage.storage_root().landed_files(), seen)
     if not fresh:
         return dg.SkipReason("no new files in the landing zone")
-    keys = sorted({f.batch_id for f in fresh})
+    to_ingest = not_yet_ingested(fresh, {f.batch_id: _ingested_fingerprint(context.instance, f.batch_id) for f in fresh})
+    keys = sorted({f.batch_id for f in to_ingest})
     return dg.SensorResult(
         run_requests=[
-            dg.RunRequest(partition_key=f.batch_id, run_key=f"{f.name}:{f.fingerprint}", tags={"orchrm/source_file": f.name})
-            for f in fresh
+            dg.RunRequest(partition_key=f.batch_id, run_key=f"{f.name}:{f.fingerprint}",
+                          tags={"orchrm/source_file": f.name})
+            for f in to_ingest
         ],
-        dynamic_partitions_requests=[run_batches.build_add_request(keys)],
+        dynamic_partitions_requests=[run_batches.build_add_request(keys)] if keys else [],
         cursor=advance_cursor(seen, fresh),
     )

@@ -46,10 +46,12 @@ def render_plan(rng: random.Random, n_agents: int) -> str:
     return "\n".join(blocks)
 
 
-def _wrong_answer(rng: random.Random, answer: str) -> str:
+def _wrong_answer(rng: random.Random, answer: str, is_math: bool) -> str:
     if answer.lstrip("-").isdigit():
         return str(int(answer) + rng.choice((-2, -1, 1, 3, 10)))
-    return rng.choice(("unknown", "none of the above", answer[::-1] or "0", "42"))
+    if is_math:  # not a rearrangement: "6+9i" reversed is still 6+9i to math-verify
+        return f"{answer}+{rng.randint(1, 9)}"
+    return rng.choice(("unknown", "none of the above", f"not {answer}"))
 
 
 def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_test", "math500", "hotpotqa_dev"),
@@ -64,8 +66,8 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
         name, kind, step = _POLICIES[rng.randrange(len(_POLICIES))]
         n_agents = rng.randint(2, 6)
         correct = rng.random() < correct_rate + (0.15 if kind != "base" else 0.0)
-        answer = problem["answer"] if correct else _wrong_answer(rng, problem["answer"])
         is_math = problem["benchmark"] != "hotpotqa"
+        answer = problem["answer"] if correct else _wrong_answer(rng, problem["answer"], is_math)
         final = f"So the final answer is $\\boxed{{{answer}}}$." if is_math else f"<answer>{answer}</answer>"
         subagents = [
             {"agent_id": str(i), "agent_name": rng.choice(AGENT_KINDS), "input": problem["question"][:200],

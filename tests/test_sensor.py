@@ -38,3 +38,17 @@ def test_a_replaced_file_is_ingested_again(tmp_path, storage_root, good_records)
     second = evaluate(storage, cursor=first.cursor)
     assert [r.partition_key for r in second.run_requests] == ["batch.jsonl"]
     assert second.run_requests[0].run_key != first.run_requests[0].run_key
+
+
+def test_a_file_the_cli_already_ingested_is_not_ingested_again(tmp_path, storage_root, good_records):
+    from orchrm_dagster.definitions import build_definitions
+
+    storage = StorageResource(root=storage_root.base)
+    landed = storage_root.land(write_lines(tmp_path / "cli.jsonl", good_records[:3]))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("run_batches", [landed.batch_id])
+        job = build_definitions(storage).resolve_job_def("ingest_run_batch")
+        assert job.execute_in_process(partition_key=landed.batch_id, instance=instance).success
+        context = dg.build_sensor_context(instance=instance, resources={"storage": storage})
+        result = landing_zone_sensor(context)
+    assert result.run_requests == [] and "cli.jsonl" in result.cursor

@@ -37,7 +37,7 @@ def test_ingest_label_and_query_on_s3(tmp_path, s3_endpoint, good_records):
         assert job.execute_in_process(partition_key=landed.batch_id, instance=instance).success
         assert job.execute_in_process(partition_key=landed.batch_id, instance=instance).success  # idempotent
 
-    assert root.fs.exists("orchrm-test/team-a/tables/runs/batch_id=s3batch.jsonl/data.parquet")
+    assert root.fs.exists("orchrm-test/team-a/tables/runs/batch_id=s3batch.jsonl/part-0000.parquet")
     with storage.warehouse().connect() as con:
         assert con.execute("select count(*) from runs").fetchone() == (12,)
         assert con.execute("select count(*) from quarantine").fetchone() == (1,)

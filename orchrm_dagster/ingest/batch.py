@@ -1,12 +1,20 @@
-"""Ingest one run batch: validate every line, quarantine the bad ones, write the good ones once."""
+"""Ingest one run batch: validate every line, quarantine the bad ones, write the good ones once.
+
+A large JSONL batch is split into line-aligned byte ranges staged by parallel worker processes; each
+worker streams its range, so memory stays flat however large the file is. DuckDB then drops duplicate
+run_ids (within the file, and against the runs other batches already landed) working on ids only.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,12 +25,13 @@ import sql
 from orchrm_dagster.contract.record import RunRecord
 from orchrm_dagster.contract.tables import QUARANTINE, RUNS, SUBAGENT_CALLS
 from orchrm_dagster.ingest.flatten import ParquetSink, call_rows, run_row
-from orchrm_dagster.ingest.reader import SourceLine, iter_jsonl, iter_parquet
+from orchrm_dagster.ingest.reader import count_newlines, iter_jsonl, iter_parquet, line_aligned_ranges
 from orchrm_dagster.ingest.validate import Limits, Rejection, validate_line
 from orchrm_dagster.storage.root import StorageRoot
 
 _PROGRESS_EVERY = 10_000
 _LOCATION_PREFIX = re.compile(r"^.*?:\d+: ")
+PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
 
 
 @dataclass
@@ -33,6 +42,7 @@ class IngestReport:
     runs_written: int = 0
     subagent_calls_written: int = 0
     quarantined: int = 0
+    workers: int = 1
     reasons: Counter = field(default_factory=Counter)
     seconds: float = 0.0
 
@@ -45,6 +55,29 @@ class IngestReport:
         return self.lines_read / self.seconds if self.seconds else 0.0
 
 
+@dataclass(frozen=True)
+class StageTask:
+    """One worker's share of a batch: the lines starting in [start, end), the first being `first_line`."""
+
+    root: StorageRoot
+    source_path: str
+    batch_id: str
+    start: int
+    end: int | None
+    first_line: int
+    out_prefix: str
+    limits: Limits
+    rows_per_group: int
+
+
+@dataclass(frozen=True)
+class StagedPart:
+    lines_read: int
+    runs: str
+    calls: str
+    quarantine: str
+
+
 def _reason_kind(reason: str) -> str:
     """A short category for counting: 'malformed JSON', 'policy.kind', 'duplicate run_id', ..."""
     if reason.startswith("duplicate run_id"):
@@ -54,53 +87,107 @@ def _reason_kind(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
 def ingest_batch(
     root: StorageRoot,
     batch_id: str,
     source_path: str,
     limits: Limits = Limits(),
     rows_per_group: int = 20_000,
+    workers: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> IngestReport:
     started = time.perf_counter()
     source_name = source_path.rsplit("/", 1)[-1]
     report = IngestReport(batch_id, source_name)
     with tempfile.TemporaryDirectory(prefix=f"orchrm-ingest-{batch_id}-") as staging:
-        staged = {name: str(Path(staging, f"{name}.parquet")) for name in ("runs", "calls", "quarantine")}
-        _stage(root, batch_id, source_path, source_name, staged, limits, rows_per_group, report, progress)
-        _deduplicate_and_publish(root, batch_id, staged, staging, limits, report)
+        workers = _worker_count(root, source_path, workers or default_workers())
+        if workers == 1:
+            parts = [stage_part(_task(root, batch_id, source_path, staging, limits, rows_per_group, 0, 0, None, 1),
+                                progress)]
+        else:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                tasks = _parallel_tasks(pool, root, batch_id, source_path, staging, limits, rows_per_group, workers)
+                parts = _run_parallel(pool, tasks, progress)
+        report.workers = len(parts)
+        report.lines_read = sum(p.lines_read for p in parts)
+        _deduplicate_and_publish(root, batch_id, parts, staging, limits, report)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _source_lines(root: StorageRoot, source_path: str, limits: Limits):
-    stream = root.fs.open(source_path, "rb")
-    if source_path.endswith(".parquet"):
-        return stream, iter_parquet(stream)
-    return stream, iter_jsonl(stream, limits.max_record_bytes)
+def _worker_count(root: StorageRoot, source_path: str, workers: int) -> int:
+    if source_path.endswith(".parquet") or root.fs.size(source_path) < PARALLEL_MIN_BYTES:
+        return 1
+    return workers
 
 
-def _stage(root, batch_id, source_path, source_name, staged, limits, rows_per_group, report, progress) -> None:
-    runs = ParquetSink(staged["runs"], RUNS, rows_per_group)
-    calls = ParquetSink(staged["calls"], SUBAGENT_CALLS, rows_per_group)
-    quarantine = ParquetSink(staged["quarantine"], QUARANTINE, rows_per_group)
-    stream, lines = _source_lines(root, source_path, limits)
-    with stream:
-        for line in lines:
-            report.lines_read += 1
-            outcome = validate_line(line, limits)
+def _task(root, batch_id, source_path, staging, limits, rows_per_group, index, start, end, first_line) -> StageTask:
+    return StageTask(root, source_path, batch_id, start, end, first_line, str(Path(staging, f"part{index:03d}")),
+                     limits, rows_per_group)
+
+
+def _parallel_tasks(pool, root, batch_id, source_path, staging, limits, rows_per_group, workers) -> list[StageTask]:
+    with root.fs.open(source_path, "rb") as stream:
+        ranges = line_aligned_ranges(stream, root.fs.size(source_path), workers)
+    newlines = list(pool.map(_count_range_newlines, [(root, source_path, s, e) for s, e in ranges]))
+    first_lines = [1 + sum(newlines[:i]) for i in range(len(ranges))]
+    return [_task(root, batch_id, source_path, staging, limits, rows_per_group, i, s, e, first)
+            for i, ((s, e), first) in enumerate(zip(ranges, first_lines))]
+
+
+def _count_range_newlines(args) -> int:
+    root, path, start, end = args
+    with root.fs.open(path, "rb") as stream:
+        return count_newlines(stream, start, end)
+
+
+def _run_parallel(pool, tasks: list[StageTask], progress) -> list[StagedPart]:
+    parts = []
+    for part in pool.map(stage_part, tasks):
+        parts.append(part)
+        if progress:
+            progress(sum(p.lines_read for p in parts))
+    return parts
+
+
+def stage_part(task: StageTask, progress: Callable[[int], None] | None = None) -> StagedPart:
+    """Validate one share of a batch into staged Parquet files (runs a worker process's whole job)."""
+    source_name = task.source_path.rsplit("/", 1)[-1]
+    out = StagedPart(0, f"{task.out_prefix}-runs.parquet", f"{task.out_prefix}-calls.parquet",
+                     f"{task.out_prefix}-quarantine.parquet")
+    runs = ParquetSink(out.runs, RUNS, task.rows_per_group)
+    calls = ParquetSink(out.calls, SUBAGENT_CALLS, task.rows_per_group)
+    quarantine = ParquetSink(out.quarantine, QUARANTINE, task.rows_per_group)
+    lines_read = 0
+    with task.root.fs.open(task.source_path, "rb") as stream:
+        for line in _lines(stream, task):
+            lines_read += 1
+            outcome = validate_line(line, task.limits)
             if isinstance(outcome, RunRecord):
-                runs.append(run_row(outcome, batch_id, source_name, line.line_number))
-                for row in call_rows(outcome, batch_id, line.line_number):
+                runs.append(run_row(outcome, task.batch_id, source_name, line.line_number))
+                for row in call_rows(outcome, task.batch_id, line.line_number):
                     calls.append(row)
             else:
-                quarantine.append(_quarantine_row(outcome, batch_id, source_name))
-            if progress and report.lines_read % _PROGRESS_EVERY == 0:
-                progress(report.lines_read)
+                quarantine.append_mapping(_quarantine_row(outcome, task.batch_id, source_name))
+            if progress and lines_read % _PROGRESS_EVERY == 0:
+                progress(lines_read)
     for sink in (runs, calls, quarantine):
         sink.close()
     if progress:
-        progress(report.lines_read)
+        progress(lines_read)
+    return StagedPart(lines_read, out.runs, out.calls, out.quarantine)
+
+
+def _lines(stream, task: StageTask):
+    if task.source_path.endswith(".parquet"):
+        return iter_parquet(stream)
+    stream.seek(task.start)
+    budget = None if task.end is None else task.end - task.start
+    return iter_jsonl(stream, task.limits.max_record_bytes, task.first_line, budget)
 
 
 def _quarantine_row(rejection: Rejection, batch_id: str, source_name: str) -> dict:
@@ -116,36 +203,42 @@ def _quarantine_row(rejection: Rejection, batch_id: str, source_name: str) -> di
     }
 
 
+def _file_list(paths: list[str]) -> str:
+    return "[" + ", ".join(sql.literal(p) for p in paths) + "]"
+
+
 def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:
     others = [b for b in root.batch_ids("runs") if b != batch_id]
     if not others:
         return "(SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS batch_id WHERE false)"
-    files = ", ".join(sql.literal(root.uri("tables", "runs", f"batch_id={b}", "data.parquet")) for b in others)
-    return f"read_parquet([{files}])"
+    globs = [root.uri("tables", "runs", f"batch_id={b}", "*.parquet") for b in others]
+    return f"read_parquet({_file_list(globs)})"
 
 
-def _deduplicate_and_publish(root, batch_id, staged, staging, limits, report) -> None:
-    outputs = {"runs": staged["runs"], "calls": staged["calls"],
-               "quarantine": str(Path(staging, "final_quarantine.parquet"))}
-    # order is not needed and keeping it costs memory on multi-GB batches
+def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, limits, report) -> None:
+    outputs = {"runs": [p.runs for p in parts], "calls": [p.calls for p in parts],
+               "quarantine": [str(Path(staging, "final-quarantine.parquet"))]}
+    # order is not needed, and keeping it costs memory on multi-GB batches
     config = {"memory_limit": "2GB", "temp_directory": staging, "threads": 2, "preserve_insertion_order": False}
     with duckdb.connect(config=config) as con:
         if not root.is_local:
             con.register_filesystem(root.fs)
-        common = {"staged_runs": sql.literal(staged["runs"])}
+        common = {"staged_runs": _file_list(outputs["runs"])}
         con.execute(sql.load("ingest_classify_lines", existing_runs=_existing_runs_relation(root, batch_id), **common))
         (dropped,) = con.execute("SELECT count(*) FROM line_fate WHERE NOT keep").fetchone()
-        if dropped:  # rewrite runs and calls without the duplicates; otherwise the staged files are final
-            outputs["runs"], outputs["calls"] = (str(Path(staging, f"final_{n}.parquet")) for n in ("runs", "calls"))
-            con.execute(sql.load("ingest_write_runs", out=sql.literal(outputs["runs"]), **common))
-            con.execute(sql.load("ingest_write_calls", staged_calls=sql.literal(staged["calls"]),
-                                 out=sql.literal(outputs["calls"])))
-        con.execute(sql.load("ingest_write_quarantine", staged_quarantine=sql.literal(staged["quarantine"]),
-                             out=sql.literal(outputs["quarantine"]), max_raw_chars=str(limits.max_raw_chars), **common))
-        reasons = con.execute("SELECT reason FROM read_parquet(?)", [outputs["quarantine"]]).fetchall()
+        if dropped:  # rewrite runs and calls without the duplicates; otherwise the staged parts are final
+            final = {name: str(Path(staging, f"final-{name}.parquet")) for name in ("runs", "calls")}
+            con.execute(sql.load("ingest_write_runs", out=sql.literal(final["runs"]), **common))
+            con.execute(sql.load("ingest_write_calls", staged_calls=_file_list(outputs["calls"]),
+                                 out=sql.literal(final["calls"])))
+            outputs["runs"], outputs["calls"] = [final["runs"]], [final["calls"]]
+        con.execute(sql.load("ingest_write_quarantine", staged_quarantine=_file_list([p.quarantine for p in parts]),
+                             out=sql.literal(outputs["quarantine"][0]), max_raw_chars=str(limits.max_raw_chars),
+                             **common))
+        reasons = con.execute("SELECT reason FROM read_parquet(?)", [outputs["quarantine"][0]]).fetchall()
         report.reasons = Counter(_reason_kind(_LOCATION_PREFIX.sub("", r, count=1)) for (r,) in reasons)
     report.runs_written, report.subagent_calls_written, report.quarantined = (
-        pq.ParquetFile(outputs[key]).metadata.num_rows for key in ("runs", "calls", "quarantine"))
+        sum(pq.ParquetFile(path).metadata.num_rows for path in outputs[key]) for key in ("runs", "calls", "quarantine"))
     # runs last: a batch's runs appear only once its calls and quarantine are in place
     for table, key in (("subagent_calls", "calls"), ("quarantine", "quarantine"), ("runs", "runs")):
-        root.publish_local_file(outputs[key], root.table_file(table, batch_id))
+        root.replace_batch(table, batch_id, outputs[key])

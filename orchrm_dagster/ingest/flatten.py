@@ -36,80 +36,58 @@ def _utc(value):
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-def run_row(record: RunRecord, batch_id: str, source_file: str, line_number: int) -> dict[str, Any]:
+def run_row(record: RunRecord, batch_id: str, source_file: str, line_number: int) -> tuple:
+    """One `runs` row, in the column order of the RUNS schema (a tuple: this runs once per record)."""
     tokens = record.tokens
-    return {
-        "batch_id": batch_id,
-        "run_id": record.run_id,
-        "problem_id": record.problem_id,
-        "benchmark": record.benchmark,
-        "question": record.question,
-        "policy_name": record.policy.name,
-        "policy_kind": record.policy.kind,
-        "policy_step": record.policy.step,
-        "plan": record.plan,
-        "plan_hash": plan_hash(record.plan),
-        "reference_answer": record.reference_answer,
-        "sample_index": record.sample_index,
-        "final_answer": record.final_answer,
-        "n_subagent_calls": len(record.subagents) if record.subagents is not None else None,
-        "orchestrator_tokens": tokens.orchestrator if tokens else None,
-        "subagent_tokens": tokens.subagents if tokens else None,
-        "plan_logprob": record.plan_logprob,
-        "is_correct": record.is_correct,
-        "error": record.error,
-        "created_at": _utc(record.created_at),
-        "meta": record_meta(record),
-        "source_file": source_file,
-        "line_number": line_number,
-    }
+    policy = record.policy
+    return (
+        batch_id, record.run_id, record.problem_id, record.benchmark, record.question,
+        policy.name, policy.kind, policy.step,
+        record.plan, plan_hash(record.plan), record.reference_answer, record.sample_index, record.final_answer,
+        len(record.subagents) if record.subagents is not None else None,
+        tokens.orchestrator if tokens else None, tokens.subagents if tokens else None,
+        record.plan_logprob, record.is_correct, record.error, _utc(record.created_at), record_meta(record),
+        source_file, line_number,
+    )
 
 
-def call_rows(record: RunRecord, batch_id: str, line_number: int) -> list[dict[str, Any]]:
-    rows = []
-    for index, call in enumerate(record.subagents or ()):
-        extra = call.model_extra
-        rows.append({
-            "batch_id": batch_id,
-            "run_id": record.run_id,
-            "call_index": index,
-            "agent_id": call.agent_id,
-            "agent_name": call.agent_name,
-            "input": call.input,
-            "output": call.output,
-            "prompt_tokens": call.prompt_tokens,
-            "completion_tokens": call.completion_tokens,
-            "model": call.model,
-            "extra": orjson.dumps(extra, default=str).decode() if extra else None,
-            "line_number": line_number,  # tells apart the calls of two records that share a run_id
-        })
-    return rows
+def call_rows(record: RunRecord, batch_id: str, line_number: int) -> list[tuple]:
+    """`subagent_calls` rows, in the column order of the SUBAGENT_CALLS schema."""
+    return [
+        (batch_id, record.run_id, index, call.agent_id, call.agent_name, call.input, call.output,
+         call.prompt_tokens, call.completion_tokens, call.model,
+         orjson.dumps(call.model_extra, default=str).decode() if call.model_extra else None,
+         line_number)  # line_number tells apart the calls of two records that share a run_id
+        for index, call in enumerate(record.subagents or ())
+    ]
 
 
 class ParquetSink:
-    """Appends rows to one Parquet file, flushing a row group every `rows_per_group` rows."""
+    """Appends rows (tuples in schema order) to one Parquet file, a row group every `rows_per_group` rows."""
 
     def __init__(self, path: str, schema: pa.Schema, rows_per_group: int):
         self.schema = schema
         self.rows_per_group = rows_per_group
-        self.columns: dict[str, list] = {name: [] for name in schema.names}
-        self.pending = 0
+        self.rows: list[tuple] = []
         self.written = 0
         self.writer = pq.ParquetWriter(path, schema, compression="zstd")
 
-    def append(self, row: dict[str, Any]) -> None:
-        for name, column in self.columns.items():
-            column.append(row.get(name))
-        self.pending += 1
-        if self.pending >= self.rows_per_group:
+    def append(self, row: tuple) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.rows_per_group:
             self.flush()
 
+    def append_mapping(self, row: dict[str, Any]) -> None:
+        self.append(tuple(row.get(name) for name in self.schema.names))
+
     def flush(self) -> None:
-        if self.pending:
-            self.writer.write_table(pa.Table.from_pydict(self.columns, schema=self.schema))
-            self.written += self.pending
-            self.columns = {name: [] for name in self.schema.names}
-            self.pending = 0
+        if not self.rows:
+            return
+        columns = zip(*self.rows)
+        arrays = [pa.array(column, type=field.type) for column, field in zip(columns, self.schema)]
+        self.writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.written += len(self.rows)
+        self.rows = []
 
     def close(self) -> None:
         self.flush()

@@ -23,20 +23,50 @@ class SourceLine:
     oversize_bytes: int | None = None  # the line was longer than the limit; its text is truncated to `data`
 
 
-def iter_jsonl(stream: io.RawIOBase | io.BufferedIOBase, max_record_bytes: int) -> Iterator[SourceLine]:
+def iter_jsonl(stream, max_record_bytes: int, first_line: int = 1, byte_budget: int | None = None
+               ) -> Iterator[SourceLine]:
+    """Lines of a JSONL stream from its current position; with `byte_budget`, only the lines that start
+    within that many bytes (a worker's share of a large file)."""
     reader = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, _READ_BUFFER)
-    line_number = 0
-    while True:
+    line_number = first_line - 1
+    consumed = 0
+    while byte_budget is None or consumed < byte_budget:
         line = reader.readline(max_record_bytes + 1)
         if not line:
             return
         line_number += 1
+        consumed += len(line)
         if len(line) > max_record_bytes and not line.endswith(b"\n"):
-            total = len(line) + _skip_rest_of_line(reader)
-            yield SourceLine(line_number, data=line[:max_record_bytes], oversize_bytes=total)
+            rest = _skip_rest_of_line(reader)
+            consumed += rest
+            yield SourceLine(line_number, data=line[:max_record_bytes], oversize_bytes=len(line) + rest)
             continue
         if line.strip():
             yield SourceLine(line_number, data=line)
+
+
+def line_aligned_ranges(stream, size: int, parts: int) -> list[tuple[int, int]]:
+    """Split [0, size) into up to `parts` byte ranges that each begin at the start of a line."""
+    starts = [0]
+    for i in range(1, parts):
+        stream.seek(size * i // parts)
+        stream.readline()
+        position = stream.tell()
+        if starts[-1] < position < size:
+            starts.append(position)
+    return [(start, end) for start, end in zip(starts, [*starts[1:], size])]
+
+
+def count_newlines(stream, start: int, end: int) -> int:
+    stream.seek(start)
+    count, remaining = 0, end - start
+    while remaining > 0:
+        chunk = stream.read(min(_READ_BUFFER, remaining))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        remaining -= len(chunk)
+    return count
 
 
 def _skip_rest_of_line(reader: io.BufferedReader) -> int:

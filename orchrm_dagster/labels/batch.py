@@ -52,14 +52,15 @@ def label_batch(root: StorageRoot, batch_id: str, references: dict, settings: La
     with tempfile.TemporaryDirectory(prefix=f"orchrm-labels-{batch_id}-") as staging:
         out = str(Path(staging, "labels.parquet"))
         sink = ParquetSink(out, LABELS, rows_per_group)
-        with root.fs.open(root.table_file("runs", batch_id), "rb") as src:
-            for batch in pq.ParquetFile(src).iter_batches(batch_size=rows_per_group, columns=_RUN_COLUMNS):
-                for run in batch.to_pylist():
-                    row = _label_run(run, batch_id, references, settings, report)
-                    if row is not None:
-                        sink.append(row)
+        for part in root.batch_files("runs", batch_id):
+            with root.fs.open(part, "rb") as src:
+                for batch in pq.ParquetFile(src).iter_batches(batch_size=rows_per_group, columns=_RUN_COLUMNS):
+                    for run in batch.to_pylist():
+                        row = _label_run(run, batch_id, references, settings, report)
+                        if row is not None:
+                            sink.append_mapping(row)
         sink.close()
-        root.publish_local_file(out, root.table_file("labels", batch_id))
+        root.replace_batch("labels", batch_id, [out])
     report.seconds = time.perf_counter() - started
     return report
 

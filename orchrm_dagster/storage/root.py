@@ -64,17 +64,52 @@ class StorageRoot:
     def landing_path(self, name: str = "") -> str:
         return self.path("landing", name) if name else self.path("landing")
 
-    def table_file(self, table: str, batch_id: str | None = None) -> str:
-        if batch_id is None:
-            return self.path("tables", table, "data.parquet")
-        return self.path("tables", table, f"batch_id={batch_id}", "data.parquet")
+    def table_file(self, table: str) -> str:
+        """The single file of an unpartitioned table (problems, pairs)."""
+        return self.path("tables", table, "data.parquet")
+
+    def batch_dir(self, table: str, batch_id: str) -> str:
+        return self.path("tables", table, f"batch_id={batch_id}")
+
+    def batch_files(self, table: str, batch_id: str) -> list[str]:
+        """The Parquet parts of one batch of a batch-partitioned table (a large batch has several)."""
+        return sorted(self.fs.glob(self.path("tables", table, f"batch_id={batch_id}", "*.parquet")))
 
     def table_glob(self, table: str, partitioned: bool) -> str:
-        return self.uri("tables", table, "*", "data.parquet") if partitioned else self.uri("tables", table, "data.parquet")
+        if partitioned:
+            return self.uri("tables", table, "batch_id=*", "*.parquet")
+        return self.uri("tables", table, "data.parquet")
 
     def batch_ids(self, table: str) -> list[str]:
-        found = self.fs.glob(self.path("tables", table, "batch_id=*", "data.parquet"))
-        return sorted(p.split("/")[-2].removeprefix("batch_id=") for p in found)
+        found = self.fs.glob(self.path("tables", table, "batch_id=*", "*.parquet"))
+        return sorted({p.split("/")[-2].removeprefix("batch_id=") for p in found})
+
+    def replace_batch(self, table: str, batch_id: str, local_parts: list[str]) -> None:
+        """Make `local_parts` (temporary files: consumed) the whole content of one batch of `table`.
+        Locally the batch folder is swapped in by rename, so readers never see a mix of old and new parts."""
+        target = self.batch_dir(table, batch_id)
+        if not self.is_local:
+            stale = set(self.fs.glob(f"{target}/*.parquet"))
+            for index, part in enumerate(local_parts):
+                key = f"{target}/part-{index:04d}.parquet"
+                self.fs.put_file(part, key)
+                stale.discard(key)
+            if stale:
+                self.fs.rm(sorted(stale))
+            return
+        parent = self.path("tables", table)
+        os.makedirs(parent, exist_ok=True)
+        fresh = os.path.join(parent, f".batch_id={batch_id}.{uuid.uuid4().hex}.tmp")
+        os.makedirs(fresh)
+        for index, part in enumerate(local_parts):
+            shutil.move(part, os.path.join(fresh, f"part-{index:04d}.parquet"))
+        trash = None
+        if os.path.exists(target):
+            trash = os.path.join(parent, f".trash-{uuid.uuid4().hex}")
+            os.rename(target, trash)
+        os.rename(fresh, target)
+        if trash:
+            shutil.rmtree(trash, ignore_errors=True)
 
     # --- landing ------------------------------------------------------------------------
     def landed_files(self) -> list[LandedFile]:
@@ -129,14 +164,6 @@ class StorageRoot:
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
-
-    def publish_local_file(self, local_file: str, path: str) -> None:
-        """Move a finished local file (a temporary one: it is consumed) to `path`, atomically."""
-        with self.atomic_writer(path) as target:
-            if self.is_local:
-                shutil.move(local_file, target)
-            else:
-                self.fs.put_file(local_file, target)
 
     def write_table(self, table: pa.Table, path: str) -> None:
         with self.atomic_writer(path) as target, self.fs.open(target, "wb") as out:

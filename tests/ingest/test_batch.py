@@ -95,3 +95,36 @@ def test_empty_warehouse_tables_are_queryable(storage_root):
     con = duckdb.connect(storage_root.path("warehouse.duckdb"), read_only=True)
     assert con.execute("select count(*) from runs").fetchone() == (0,)
     assert "policy_kind" in [d[0] for d in con.execute("select * from runs").description]
+
+
+def test_parallel_staging_numbers_lines_across_workers_and_finds_duplicates_between_them(
+        tmp_path, storage_root, good_records, monkeypatch):
+    from orchrm_dagster.ingest import batch
+
+    monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 1)
+    lines = [orjson.dumps(r) for r in good_records] + [b"{oops"] + [orjson.dumps(good_records[0])]
+    landed = storage_root.land(write_lines(tmp_path / "par.jsonl", lines))
+    report = ingest_batch(storage_root, landed.batch_id, landed.path, workers=2)
+    assert report.workers == 2
+    assert (report.runs_written, report.quarantined) == (12, 2)
+    assert len(storage_root.batch_files("runs", landed.batch_id)) == 1  # rewritten without the duplicate
+    counts(storage_root)
+    with Warehouse(storage_root).connect() as con:
+        assert con.execute("select min(line_number), max(line_number) from runs").fetchone() == (1, 12)
+        rows = con.execute("select line_number, reason from quarantine order by 1").fetchall()
+    assert rows[0][0] == 13 and "malformed JSON" in rows[0][1]
+    assert rows[1][0] == 14 and "first seen on line 1" in rows[1][1]
+
+
+def test_a_smaller_reingest_leaves_no_stale_parts(tmp_path, storage_root, good_records, monkeypatch):
+    from orchrm_dagster.ingest import batch
+
+    monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 1)
+    path = write_lines(tmp_path / "shrink.jsonl", good_records)
+    landed = storage_root.land(path)
+    ingest_batch(storage_root, landed.batch_id, landed.path, workers=2)
+    assert len(storage_root.batch_files("runs", landed.batch_id)) == 2
+    landed = storage_root.land(write_lines(tmp_path / "shrink.jsonl", good_records[:3]))
+    ingest_batch(storage_root, landed.batch_id, landed.path, workers=1)
+    assert len(storage_root.batch_files("runs", landed.batch_id)) == 1
+    assert counts(storage_root)["runs"] == 3

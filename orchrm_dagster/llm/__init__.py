@@ -1,0 +1,3 @@
+from orchrm_dagster.llm.base import ChatRequest, Completion, LLMBackend, SamplingSettings, TokenTally
+
+__all__ = ["ChatRequest", "Completion", "LLMBackend", "SamplingSettings", "TokenTally"]
