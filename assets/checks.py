@@ -1,10 +1,12 @@
+import json
 import warnings
 
 import dagster as dg
 
 import sql
-from assets.configs import QuarantineCheckConfig
+from assets.configs import PairChecksConfig, QuarantineCheckConfig
 from assets.partitions import run_batches
+from orchrm_dagster.pairs.mix import mix_within_tolerance
 from orchrm_dagster.reporting import markdown_table
 from orchrm_dagster.resources import StorageResource
 
@@ -45,3 +47,39 @@ def quarantine_rate(context: dg.AssetCheckExecutionContext, config: QuarantineCh
         metadata={"quarantine_rate": round(rate, 4), "quarantined": row["quarantined"], "lines": lines,
                   "warn_rate": config.warn_rate},
     )
+
+
+@dg.asset_check(asset="pairs", description="No pair repeats a plan pair or a pair_id, and no pair sets a plan "
+                                          "against itself.")
+def pairs_unique(storage: StorageResource) -> dg.AssetCheckResult:
+    row = storage.warehouse().query(sql.load("check_pairs_duplicates")).to_pylist()[0]
+    return dg.AssetCheckResult(passed=not any(row.values()), metadata=row)
+
+
+@dg.asset_check(asset="pairs", description="No problem has pairs in both the train and validation splits.")
+def pairs_split_by_problem(storage: StorageResource) -> dg.AssetCheckResult:
+    (overlap,) = storage.warehouse().query(sql.load("check_pairs_split_overlap")).to_pylist()[0].values()
+    return dg.AssetCheckResult(passed=overlap == 0, metadata={"problems_in_both_splits": overlap})
+
+
+@dg.asset_check(asset="pairs", description="The specialized-over-base : correct-over-incorrect mix is within "
+                                          "tolerance of the configured one (when both sources had enough pairs).")
+def pairs_mix_ratio(config: PairChecksConfig, storage: StorageResource) -> dg.AssetCheckResult:
+    root = storage.storage_root()
+    with root.fs.open(root.path("tables", "pairs", "rules.json"), "r") as src:
+        rules = json.load(src)
+    counts = {r["source"]: r["pairs"] for r in storage.warehouse().query(sql.load("pairs_by_source")).to_pylist()}
+    result = mix_within_tolerance(counts, rules["mix_specialized"], rules["mix_correct"], config.mix_tolerance)
+    return dg.AssetCheckResult(passed=result.passed, severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"pairs_by_source": dg.MetadataValue.json(counts),
+                                         "specialized_share": result.share, "wanted_share": result.wanted,
+                                         "note": result.note})
+
+
+@dg.asset_check(asset="reward_model", description="The champion ranks validation pairs better than chance.")
+def champion_beats_chance(storage: StorageResource) -> dg.AssetCheckResult:
+    rows = storage.warehouse().query(sql.load("champion_checkpoint")).to_pylist()
+    if not rows:
+        return dg.AssetCheckResult(passed=False, metadata={"note": "no champion yet"})
+    champion = rows[0]
+    return dg.AssetCheckResult(passed=(champion["val_accuracy"] or 0.0) > 0.5, metadata=champion)

@@ -1,9 +1,10 @@
 import dagster as dg
 
 from assets.jobs import ingest_run_batch_job
-from assets.partitions import run_batches
+from assets.partitions import benchmarks, policies, run_batches
 from orchrm_dagster.ingest.landing import advance_cursor, new_or_changed, not_yet_ingested, parse_cursor
-from orchrm_dagster.resources import StorageResource
+from orchrm_dagster.orchestration.partitions import missing_keys, wanted_benchmarks
+from orchrm_dagster.resources import PolicyRegistry, StorageResource
 
 
 def _ingested_fingerprint(instance: dg.DagsterInstance, batch_id: str) -> str | None:
@@ -33,3 +34,23 @@ def landing_zone_sensor(context: dg.SensorEvaluationContext, storage: StorageRes
         dynamic_partitions_requests=[run_batches.build_add_request(keys)] if keys else [],
         cursor=advance_cursor(seen, fresh),
     )
+
+
+@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def orchestration_partitions_sensor(context: dg.SensorEvaluationContext, storage: StorageResource,
+                                    policy_registry: PolicyRegistry):
+    """Keeps the `benchmarks` and `policies` partitions in step with the problems table and the policy registry."""
+    requests = orchestration_partition_requests(context.instance, storage, policy_registry)
+    if not requests:
+        return dg.SkipReason("every benchmark and policy already has its partition")
+    return dg.SensorResult(dynamic_partitions_requests=requests)
+
+
+def orchestration_partition_requests(instance, storage: StorageResource, policy_registry: PolicyRegistry):
+    requests = []
+    for partitions, wanted in ((benchmarks, wanted_benchmarks(storage.storage_root())),
+                               (policies, [p.name for p in policy_registry.policies])):
+        missing = missing_keys(wanted, instance.get_dynamic_partitions(partitions.name))
+        if missing:
+            requests.append(partitions.build_add_request(missing))
+    return requests

@@ -111,18 +111,94 @@ def status() -> None:
     _print_rows(columns, [[r[c] for c in columns] for r in rows] + [totals])
 
 
-@main.command(name="main")
-def main_job() -> None:
-    """The main job on the embedded default: problems, then the example batch ingested and labeled."""
-    from orchrm_dagster.commands import EXAMPLE_BATCH, materialize_selection
+@main.command(name="orchestrate")
+@click.option("--benchmark", default="gsm8k", show_default=True, help="A benchmark of the problems table.")
+@click.option("--policy", "policy_names", multiple=True, help="Policy name(s); default: every registered policy.")
+@click.option("--problems", "problem_limit", default=4, show_default=True, help="The first N problems.")
+@click.option("--samples", "n_samples", default=2, show_default=True, help="Plans per problem.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--ingest/--no-ingest", default=True, show_default=True, help="Ingest and label the landed runs.")
+def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, ingest) -> None:
+    """Sample orchestration plans, execute them with sub-agents, land (and ingest) the runs."""
+    _orchestrate(_definitions(), benchmark, policy_names, problem_limit, n_samples, seed, ingest)
 
-    with console.status("materializing problems"):
-        result = materialize_selection(_definitions(), 'key:"problems"', None)
+
+def _orchestrate(defs, benchmark, policy_names, problem_limit, n_samples, seed, ingest) -> None:
+    from orchrm_dagster.commands import failure_messages, ingest_landed, orchestrate
+
+    names = list(policy_names) or [p.name for p in defs.resources["policy_registry"].policies]
+    landed = []
+    for name in names:
+        with console.status(f"{benchmark} x {name}: sampling {n_samples} plans for {problem_limit} problems "
+                            f"and executing them"):
+            result = orchestrate(defs, benchmark, name, {"n_samples": n_samples, "problem_limit": problem_limit,
+                                                         "seed": seed}, {})
+        if not result.success:
+            raise click.ClickException(f"{benchmark} x {name} failed: " + "; ".join(failure_messages(result)))
+        metadata = _materialization_metadata(result, "execution_artifacts")
+        console.print(f"{benchmark} x {name}: {metadata.get('executed')} runs executed "
+                      f"({metadata.get('failed_runs')} failed, {metadata.get('runs_per_minute')} runs/min) "
+                      f"-> landed {metadata.get('landed_batch')}")
+        landed.append(metadata["landed_batch"])
+    if ingest:
+        outcomes = ingest_landed(defs, landed)
+        _print_rows(["batch", "runs", "quarantined", "labeled", "correct", "run"],
+                    [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes])
+
+
+def _materialization_metadata(result, asset_key: str) -> dict:
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        if materialization.asset_key.to_user_string() == asset_key:
+            return {k: v.value for k, v in materialization.metadata.items()}
+    return {}
+
+
+@main.command(name="main")
+@click.option("--benchmark", default="gsm8k", show_default=True)
+@click.option("--problems", "problem_limit", default=3, show_default=True)
+@click.option("--samples", "n_samples", default=2, show_default=True)
+@click.option("--history-runs", default=1600, show_default=True,
+              help="Runs in the generated history batch the first reward model learns from.")
+@click.option("--max-train-pairs", default=480, show_default=True)
+def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: int, max_train_pairs: int) -> None:
+    """The main job on the embedded default: problems; real MAS runs from the embedded model for every policy;
+    the example batch and a generated history batch; labels; pairs; a reward model; scores of every run."""
+    import tempfile
+
+    from orchrm_dagster.commands import EXAMPLE_BATCH
+    from orchrm_dagster.synthetic import generate_runs, write_jsonl
+
+    defs = _definitions()
+    _materialize_or_fail(defs, 'key:"problems"')
+    _orchestrate(defs, benchmark, (), problem_limit, n_samples, 0, True)
+    with tempfile.TemporaryDirectory() as tmp:
+        history = Path(tmp, "generated-history.jsonl")
+        write_jsonl(generate_runs(history_runs, seed=1), history)
+        click.get_current_context().invoke(ingest, files=(EXAMPLE_BATCH, history))
+    _materialize_or_fail(defs, 'key:"pairs"')
+    _materialize_or_fail(defs, 'key:"reward_model"',
+                         {"ops": {"reward_model": {"config": {"max_train_pairs": max_train_pairs}}}})
+    _materialize_or_fail(defs, 'key:"rm_scores"')
+    click.get_current_context().invoke(status)
+    _print_reward_model_summary()
+
+
+def _materialize_or_fail(defs, selection: str, run_config: dict | None = None) -> None:
+    from orchrm_dagster.commands import failure_messages, materialize_selection
+
+    with console.status(f"materializing {selection}"):
+        result = materialize_selection(defs, selection, None, run_config)
     if not result.success:
-        raise click.ClickException(f"problems failed (run {result.run_id})")
-    ctx = click.get_current_context()
-    ctx.invoke(ingest, files=(EXAMPLE_BATCH,))
-    ctx.invoke(status)
+        raise click.ClickException(f"{selection} failed (run {result.run_id}): " + "; ".join(failure_messages(result)))
+
+
+def _print_reward_model_summary() -> None:
+    rows = _storage().warehouse().query(
+        "select version, n_train_pairs, n_validation_pairs, round(val_accuracy, 3) val_accuracy, is_champion "
+        "from rm_checkpoints order by version").to_pylist()
+    _print_rows(["rm version", "train pairs", "validation pairs", "val accuracy", "champion"],
+                [list(r.values()) for r in rows])
 
 
 @main.command()

@@ -29,20 +29,42 @@ class BatchOutcome:
 
 def ingest_files(defs: dg.Definitions, paths: list[Path], on_done: Callable[[str], None] | None = None) -> list[BatchOutcome]:
     """Land each file, register it as a run_batches partition, and run the ingest job for it."""
+    root = defs.resources["storage"].storage_root()
+    return ingest_landed(defs, [root.land(path).name for path in paths], on_done)
+
+
+def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str], None] | None = None) -> list[BatchOutcome]:
+    """Run the ingest job for files already in the landing zone."""
+    from orchrm_dagster.storage.root import batch_id_for
+
     storage = defs.resources["storage"]
-    root = storage.storage_root()
     instance = cli_instance()
     job = defs.resolve_job_def("ingest_run_batch")
     outcomes = []
-    for path in paths:
-        landed = root.land(path)
-        instance.add_dynamic_partitions("run_batches", [landed.batch_id])
-        result = job.execute_in_process(partition_key=landed.batch_id, instance=instance, raise_on_error=False,
-                                        run_config=_QUIET, tags={"orchrm/source_file": landed.name})
-        outcomes.append(_outcome(storage, landed.batch_id, result))
+    for name in names:
+        batch_id = batch_id_for(name)
+        instance.add_dynamic_partitions("run_batches", [batch_id])
+        result = job.execute_in_process(partition_key=batch_id, instance=instance, raise_on_error=False,
+                                        run_config=_QUIET, tags={"orchrm/source_file": name})
+        outcomes.append(_outcome(storage, batch_id, result))
         if on_done:
-            on_done(landed.name)
+            on_done(name)
     return outcomes
+
+
+def orchestrate(defs: dg.Definitions, benchmark: str, policy: str, sampling: dict, execution: dict):
+    """Sample and execute plans for one (benchmark, policy) partition; returns the run's result."""
+    from assets.sensors import orchestration_partition_requests
+
+    instance = cli_instance()
+    for request in orchestration_partition_requests(instance, defs.resources["storage"],
+                                                    defs.resources["policy_registry"]):
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    key = dg.MultiPartitionKey({"benchmark": benchmark, "policy": policy})
+    run_config = {**_QUIET, "ops": {"orchestration_samples": {"config": sampling},
+                                    "execution_artifacts": {"config": execution}}}
+    return defs.resolve_job_def("orchestrate").execute_in_process(
+        partition_key=key, instance=instance, raise_on_error=False, run_config=run_config)
 
 
 def failure_messages(result) -> list[str]:
@@ -59,9 +81,11 @@ def _outcome(storage, batch_id: str, result) -> BatchOutcome:
                         counts.get("labeled", 0), counts.get("correct", 0))
 
 
-def materialize_selection(defs: dg.Definitions, selection: str, partition_key: str | None):
+def materialize_selection(defs: dg.Definitions, selection: str, partition_key: str | None,
+                          run_config: dict | None = None):
     """Materialize a Dagster selection string as one in-process run on the shared instance."""
     job = dg.define_asset_job("orchrm_cli_materialize", selection=dg.AssetSelection.from_string(selection))
     merged = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
     return merged.resolve_job_def(job.name).execute_in_process(
-        instance=cli_instance(), partition_key=partition_key, raise_on_error=False, run_config=_QUIET)
+        instance=cli_instance(), partition_key=partition_key, raise_on_error=False,
+        run_config={**_QUIET, **(run_config or {})})

@@ -28,11 +28,17 @@ _POLICIES = (("base-orchestrator", "base", None), ("specialized-orchestrator", "
              ("grpo-orchestrator", "checkpoint", 200))
 
 
-def render_plan(rng: random.Random, n_agents: int) -> str:
+# Trained orchestrators learn to verify: their plans lean on voting, debate and reflection. The generated
+# specialized plans do the same, so a reward model has something real to learn from the pairs.
+BASE_AGENT_WEIGHTS = (6, 1, 1, 1)
+SPECIALIZED_AGENT_WEIGHTS = (1, 3, 3, 3)
+
+
+def render_plan(rng: random.Random, n_agents: int, agent_weights: tuple[int, ...] = (1, 1, 1, 1)) -> str:
     thinking = " ".join(rng.choice(_STEPS) for _ in range(rng.randint(2, 5)))
     blocks = [f"<thinking>\n{thinking}\n</thinking>"]
     for i in range(1, n_agents + 1):
-        kind = rng.choice(AGENT_KINDS)
+        kind = rng.choices(AGENT_KINDS, weights=agent_weights)[0]
         agent_input = "" if i == 1 else " ".join(f"${{{j}}}" for j in range(max(1, i - 2), i))
         roles = "<debate_roles>Proposer, Skeptic</debate_roles>" if kind == "DebateAgent" else ""
         description = " ".join(rng.choice(_STEPS) for _ in range(rng.randint(2, 4)))
@@ -64,8 +70,9 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
         problems = per_benchmark[question_index % len(per_benchmark)]
         problem = problems[(question_index // len(per_benchmark)) % len(problems)]
         name, kind, step = _POLICIES[rng.randrange(len(_POLICIES))]
-        n_agents = rng.randint(2, 6)
-        correct = rng.random() < correct_rate + (0.15 if kind != "base" else 0.0)
+        specialized = kind != "base"
+        n_agents = rng.randint(2, 6) if specialized else rng.randint(1, 3)
+        correct = rng.random() < correct_rate + (0.15 if specialized else 0.0)
         is_math = problem["benchmark"] != "hotpotqa"
         answer = problem["answer"] if correct else _wrong_answer(rng, problem["answer"], is_math)
         final = f"So the final answer is $\\boxed{{{answer}}}$." if is_math else f"<answer>{answer}</answer>"
@@ -81,7 +88,7 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
             "benchmark": problem["benchmark"],
             "question": problem["question"],
             "policy": {"name": name, "kind": kind, "step": step},
-            "plan": render_plan(rng, n_agents),
+            "plan": render_plan(rng, n_agents, SPECIALIZED_AGENT_WEIGHTS if specialized else BASE_AGENT_WEIGHTS),
             "reference_answer": problem["answer"],
             "sample_index": index % samples_per_problem,
             "final_answer": final,

@@ -1,5 +1,5 @@
 -- What reward-model training reads: each pair with its question and both plan texts.
--- $imported is empty, or the part in pair_texts_imported.sql when an `imported_pairs` relation exists.
+-- The last line is a placeholder: empty, or pair_texts_imported.sql when an `imported_pairs` relation exists.
 SELECT p.pair_id, p.split, p.source, c.question, c.plan AS chosen_plan, r.plan AS rejected_plan
 FROM pairs p
 JOIN runs c ON c.run_id = p.chosen_run_id

@@ -1,7 +1,7 @@
 -- One row per (problem, plan_hash): the run that stands for the plan on each side of each source
 -- (lowest run_id), or NULL where the plan never appears on that side. Plan texts are never read here.
--- A run whose label rows disagree counts as unlabeled. Keys and salts follow (problem_id, plan_hash)
--- order, so ties and ranks do not depend on scan order.
+-- A run whose label rows disagree counts as unlabeled. plan_index numbers a problem's plans in plan_hash
+-- order (so ties never depend on scan order); salt is rules.plan_salt.
 CREATE OR REPLACE TEMP TABLE pairs_plans AS
 WITH run_labels AS (
     SELECT run_id, bool_and(is_correct) AS is_correct
@@ -21,8 +21,6 @@ plans AS (
     GROUP BY r.problem_id, r.plan_hash
 )
 SELECT *,
-       dense_rank() OVER (ORDER BY problem_id) AS problem_key,
-       row_number() OVER (ORDER BY problem_id, plan_hash) AS plan_key,
-       -- rules.plan_salt: the first 32 bits of md5('<seed>:<plan_hash>')
-       ('0x' || left(md5('$seed:' || plan_hash), 8))::UBIGINT AS salt
+       row_number() OVER (PARTITION BY problem_id ORDER BY plan_hash) AS plan_index,
+       (xor(('0x' || left(plan_hash, 8))::UBIGINT, $seed_mask) * 2654435761) % 4294967296 AS salt
 FROM plans;

@@ -36,6 +36,10 @@ class SubagentCall(_Strict):
 class TokenCounts(_Strict):
     orchestrator: int | None = Field(default=None, ge=0)
     subagents: int | None = Field(default=None, ge=0)
+    orchestrator_prompt: int | None = Field(default=None, ge=0)
+    orchestrator_completion: int | None = Field(default=None, ge=0)
+    subagent_prompt: int | None = Field(default=None, ge=0)
+    subagent_completion: int | None = Field(default=None, ge=0)
 
 
 class RunRecord(_Strict):

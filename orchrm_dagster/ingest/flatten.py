@@ -36,6 +36,18 @@ def _utc(value):
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
+def _token_columns(tokens) -> tuple:
+    if tokens is None:
+        return (None,) * 6
+    orchestrator, subagents = tokens.orchestrator, tokens.subagents
+    if orchestrator is None and tokens.orchestrator_prompt is not None:
+        orchestrator = tokens.orchestrator_prompt + (tokens.orchestrator_completion or 0)
+    if subagents is None and tokens.subagent_prompt is not None:
+        subagents = tokens.subagent_prompt + (tokens.subagent_completion or 0)
+    return (orchestrator, subagents, tokens.orchestrator_prompt, tokens.orchestrator_completion,
+            tokens.subagent_prompt, tokens.subagent_completion)
+
+
 def run_row(record: RunRecord, batch_id: str, source_file: str, line_number: int) -> tuple:
     """One `runs` row, in the column order of the RUNS schema (a tuple: this runs once per record)."""
     tokens = record.tokens
@@ -45,7 +57,7 @@ def run_row(record: RunRecord, batch_id: str, source_file: str, line_number: int
         policy.name, policy.kind, policy.step,
         record.plan, plan_hash(record.plan), record.reference_answer, record.sample_index, record.final_answer,
         len(record.subagents) if record.subagents is not None else None,
-        tokens.orchestrator if tokens else None, tokens.subagents if tokens else None,
+        *_token_columns(tokens),
         record.plan_logprob, record.is_correct, record.error, _utc(record.created_at), record_meta(record),
         source_file, line_number,
     )

@@ -61,10 +61,12 @@ def _valid_letters(choices: Sequence[str] | None) -> str:
 @lru_cache(maxsize=16)
 def _patterns(valid: str) -> tuple[re.Pattern[str], ...]:
     letter = f"[{valid}]"
+    # A letter standing alone, but not the pronoun in "the answer is I think ..."
+    alone = r"(?![\w'])(?!(?<=I)\s+[a-z])"
     return (
         # "The answer is (B)", "Answer: **B**", "answer is option B"
-        re.compile(rf"(?i:\banswer\b)\s*(?:is\b|:)?\s*:?\s*(?i:option|choice)?\s*[*(\[]*\s*({letter})(?![\w'])"),
-        re.compile(rf"(?i:\boption|\bchoice)\s*[(\[]?({letter})(?![\w'])"),
+        re.compile(rf"(?i:\banswer\b)\s*(?:is\b|:)?\s*:?\s*(?i:option|choice)?\s*[*(\[]*\s*({letter}){alone}"),
+        re.compile(rf"(?i:\boption|\bchoice)\s*[(\[]?({letter}){alone}"),
         re.compile(rf"\(({letter})\)"),
         # "B)" or "B." opening a line or following whitespace
         re.compile(rf"(?:^|\s)({letter})[).](?:\s|$)", re.MULTILINE),

@@ -11,7 +11,7 @@ from typing import Iterator, Sequence
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from .extract import answer_phrase, last_boxed_content, unwrap_text_command
-from .math_size import too_large_to_evaluate
+from .math_size import text_too_large_to_parse, too_large_to_evaluate
 from .time_limit import LabelTimeout, time_limit
 from .verdict import Verdict, correct, incorrect
 
@@ -34,6 +34,7 @@ _MATH_DELIMITER = re.compile(r"(?<!\\)\$|\\\(|\\\[")
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+(?:\s*\{[^{}]*\})?")
 _PROSE_WORD = re.compile(r"[A-Za-z]{4,}")
 _BARE_MATH_MAX_CHARS = 200
+_TOO_LARGE = "answer is too large to evaluate safely"
 
 
 class _DropTimeoutDisabledWarning(logging.Filter):
@@ -69,11 +70,13 @@ def _compare(reference: str, text: str) -> Verdict:
     if not gold:
         return _incorrect(None, "could not parse the reference answer")
     predicted = _parse_prediction(text)
+    if predicted is None:
+        return _incorrect(None, _TOO_LARGE)
     if not predicted:
         return _incorrect(None, "could not parse a math answer from final_answer")
     extracted = _extracted_string(predicted)
     if any(too_large_to_evaluate(item) for item in predicted):
-        return _incorrect(extracted, "answer is too large to evaluate safely")
+        return _incorrect(extracted, _TOO_LARGE)
     if verify(list(gold), predicted, timeout_seconds=None):
         return correct(LABELER, LABELER_VERSION, extracted)
     return _incorrect(extracted, "math-verify: not equivalent to the reference")
@@ -128,12 +131,19 @@ def _parse_reference(reference: str) -> tuple:
     return ()
 
 
-def _parse_prediction(text: str) -> list:
+def _parse_prediction(text: str) -> list | None:
+    """Parsed answer, [] when none is found, None when it is unsafe to parse."""
+    unparsed_match: list = []
     for candidate, configs in _prediction_attempts(text):
+        if text_too_large_to_parse(candidate):
+            return None
         parsed = _parse(candidate, configs)
-        if parsed:
+        if any(not isinstance(item, str) for item in parsed):
             return parsed
-    return []
+        # Only the matched string came back (e.g. "#### 18" read as LaTeX):
+        # keep it in case no later attempt parses.
+        unparsed_match = unparsed_match or parsed
+    return unparsed_match
 
 
 def _prediction_attempts(text: str) -> Iterator[tuple[str, Sequence]]:

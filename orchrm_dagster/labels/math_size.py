@@ -1,14 +1,18 @@
-"""Estimate how many digits a parsed answer would expand to.
+"""Refuse answers whose value is too large to compute.
 
 sympy happily starts computing 10^{10^{10}} or (100!)! when math-verify
-compares numerically. In the main thread time_limit interrupts that, but in
-other threads nothing can, so such answers are refused before comparison.
-The estimate is an upper bound on log10(|value|), computed without evaluating.
+compares numerically, and latex2sympy already evaluates \binom while parsing.
+Such a computation is one long C call: no signal or watchdog interrupts it
+outside the main thread, and it stalls every thread by holding the GIL.
+So answers are screened twice: the text before parsing, and the parsed
+expression (an upper bound on log10(|value|), computed without evaluating)
+before comparison.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from sympy import Add, Basic, Float, Integer, MatrixBase, Mul, Pow, Rational
 from sympy.functions.combinatorial.factorials import (
@@ -21,8 +25,18 @@ from sympy.functions.combinatorial.factorials import (
 from sympy.functions.special.gamma_functions import gamma
 
 MAX_DIGITS = 1_000_000
+_RISKY_TEXT = (
+    re.compile(r"\^\s*\{[-+\d\s.]*\^"),  # numeric tower: 10^{10^{10}}
+    re.compile(r"\^\s*\{[-+\d\s.]*\}\s*\^|\^\s*[\d.]+\s*\^"),  # chained: 2^{10}^{10}, 2^10^10
+    re.compile(r"\^\s*\{?\s*[-+]?\d{7,}"),  # exponent of a million or more
+    re.compile(r"(?:binom|choose)[^$\n]{0,80}?(?:\d{5}|\^)"),  # \binom is evaluated while parsing
+)
 _UNBOUNDED = float("inf")
 _FACTORIAL_LIKE = (factorial, factorial2, subfactorial, gamma, RisingFactorial, FallingFactorial)
+
+
+def text_too_large_to_parse(text: str) -> bool:
+    return any(pattern.search(text) for pattern in _RISKY_TEXT)
 
 
 def too_large_to_evaluate(expr: object) -> bool:

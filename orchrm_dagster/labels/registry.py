@@ -30,7 +30,7 @@ _LATEX_HINT = re.compile(r"\\[A-Za-z]|[$^_{}]")
 
 
 def answer_type_for(benchmark: str, reference: str | None, choices: Sequence[str] | None) -> str:
-    """"math", "qa" or "choice" for a benchmark name, falling back to the reference's look."""
+    """Pick "math", "qa" or "choice" from the choices, the benchmark name, then the reference."""
     if choices:
         return "choice"
     name = (benchmark or "").strip().lower()

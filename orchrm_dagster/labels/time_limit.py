@@ -7,8 +7,8 @@ runner's watchdog). We pass None to math-verify and use this instead:
 
 * main thread: one ITIMER_REAL budget per label, re-arming whatever timer was
   pending before;
-* other threads: a watchdog timer that raises LabelTimeout inside the labeling
-  thread via PyThreadState_SetAsyncExc (CPython only).
+* other threads: a watchdog thread that raises LabelTimeout inside the
+  labeling thread via PyThreadState_SetAsyncExc (CPython only).
 
 Neither can interrupt a single long C call (e.g. a huge integer power); the
 size guard in math_size screens those out before comparison.
@@ -33,6 +33,9 @@ class LabelTimeout(BaseException):
 
 
 _PYTHON_API = getattr(ctypes, "pythonapi", None)
+# Keep interrupting after the deadline: an exception that lands inside a
+# __del__ or weakref callback is printed and dropped, and the work goes on.
+_REPEAT_S = 0.25
 
 
 @contextmanager
@@ -54,25 +57,30 @@ def _signal_limit(seconds: float) -> Iterator[None]:
     previous_handler = signal.getsignal(signal.SIGALRM)
     outer_remaining, outer_interval = signal.getitimer(signal.ITIMER_REAL)
     started = time.monotonic()
+    active = [True]
 
     def on_alarm(signum, frame):
         # If the outer timer was due first it is re-armed (almost expired) below.
-        raise LabelTimeout(f"took longer than {seconds:g}s")
+        if active[0]:
+            raise LabelTimeout(f"took longer than {seconds:g}s")
 
     signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_remaining) if outer_remaining else seconds)
+    first = min(seconds, outer_remaining) if outer_remaining else seconds
+    signal.setitimer(signal.ITIMER_REAL, first, _REPEAT_S)
     try:
         yield
     finally:
-        # Nested so the handler is restored even if the alarm fires right here;
-        # the timer is one-shot, so it can interrupt this cleanup at most once.
+        # Nested so the outer timer is restored even if an alarm lands here.
         try:
+            active[0] = False
             signal.setitimer(signal.ITIMER_REAL, 0)
         finally:
+            active[0] = False
             _restore_outer_timer(previous_handler, outer_remaining, outer_interval, started)
 
 
 def _restore_outer_timer(previous_handler, outer_remaining: float, outer_interval: float, started: float) -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
     # getsignal() returns None for a handler installed outside Python.
     signal.signal(signal.SIGALRM, signal.SIG_DFL if previous_handler is None else previous_handler)
     if outer_remaining:
@@ -84,16 +92,20 @@ def _restore_outer_timer(previous_handler, outer_remaining: float, outer_interva
 def _watchdog_limit(seconds: float) -> Iterator[None]:
     thread_id = threading.get_ident()
     lock = threading.Lock()
+    done = threading.Event()
     state = {"active": True, "fired": False}
 
-    def interrupt() -> None:
-        with lock:
-            if state["active"]:
+    def interrupt_until_done() -> None:
+        pause = seconds
+        while not done.wait(pause):
+            with lock:
+                if not state["active"]:
+                    return
                 state["fired"] = True
                 _raise_in_thread(thread_id, LabelTimeout)
+            pause = _REPEAT_S
 
-    watchdog = threading.Timer(seconds, interrupt)
-    watchdog.daemon = True
+    watchdog = threading.Thread(target=interrupt_until_done, name="label-time-limit", daemon=True)
     watchdog.start()
     try:
         yield
@@ -102,7 +114,7 @@ def _watchdog_limit(seconds: float) -> Iterator[None]:
             state["active"] = False
             if state["fired"]:
                 _raise_in_thread(thread_id, None)  # withdraw it if not delivered yet
-        watchdog.cancel()
+        done.set()
 
 
 def _raise_in_thread(thread_id: int, exception_type: type[BaseException] | None) -> None:

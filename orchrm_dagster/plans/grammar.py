@@ -34,8 +34,12 @@ def _alts(options) -> str:
     return " | ".join(_lit(o) for o in options)
 
 
-def plan_grammar_ebnf(known_agents: tuple[str, ...] = KNOWN_AGENTS, max_agents: int = 4) -> str:
-    """EBNF (xgrammar dialect) for plans with at most ``max_agents`` agents; see the module docstring."""
+def plan_grammar_ebnf(known_agents: tuple[str, ...] = KNOWN_AGENTS, max_agents: int = 4,
+                      max_thinking_chars: int = 400, max_text_chars: int = 160, max_input_chars: int = 240) -> str:
+    """EBNF (xgrammar dialect) for plans with at most ``max_agents`` agents; see the module docstring.
+
+    Free text is bounded (thinking, descriptions, inputs): a small model otherwise rambles inside the
+    first free-text field until it runs out of tokens and never closes the tag."""
     names = tuple(known_agents)
     if not names or any(not isinstance(a, str) or not a or "<" in a for a in names):
         raise ValueError("known_agents must be non-empty names without '<'")
@@ -47,9 +51,10 @@ def plan_grammar_ebnf(known_agents: tuple[str, ...] = KNOWN_AGENTS, max_agents: 
         "# MAS-Orchestra orchestration plan (canonical layout of orchrm_dagster.plans.render_plan).",
         "# Exact DAG validity (edges == references, one sink) is checked by parse_plan, not here.",
         "root ::= thinking (answer | agents_1)",
-        f"thinking ::= {_lit('<thinking>')} free_text {_lit('</thinking>' + nl)}",
+        f"thinking ::= {_lit('<thinking>')} thinking_text {_lit('</thinking>' + nl)}",
         f"answer ::= {_lit('<answer>')} free_text [^< \\t\\r\\n] free_text {_lit('</answer>')}",
-        "free_text ::= [^<]*",
+        f"thinking_text ::= [^<]{{0,{max_thinking_chars}}}",
+        f"free_text ::= [^<]{{0,{max_text_chars}}}",
         "input_char ::= [^<$]",
         f"agent_name ::= {_alts(names)}",
         f"debate_roles ::= {_lit('<debate_roles>')} free_text {_lit('</debate_roles>' + nl)}",
@@ -65,10 +70,10 @@ def plan_grammar_ebnf(known_agents: tuple[str, ...] = KNOWN_AGENTS, max_agents: 
         rules.append(f"agent_{k} ::= {head} agent_name {after_name} free_text {after_description} "
                      f"input_{k} {after_input} debate_roles? {tail}")
         if k == 1:
-            rules.append("input_1 ::= input_char*")
+            rules.append(f"input_1 ::= input_char{{0,{max_input_chars}}}")
             rules.append(f"edges_1 ::= {_lit(f'<edge>{nl}</edge>')}")
         else:
-            rules.append(f"input_{k} ::= (input_char | ref_{k})*")
+            rules.append(f"input_{k} ::= (input_char | ref_{k}){{0,{max_input_chars}}}")
             rules.append(f"ref_{k} ::= {_alts('${' + str(i) + '}' for i in range(1, k))}")
             rules.append(f"edges_{k} ::= {_lit(f'<edge>{nl}')} edge_{k}* {_lit('</edge>')}")
             pairs = (f"<from>{i}</from><to>{j}</to>{nl}" for j in range(2, k + 1) for i in range(1, j))

@@ -134,9 +134,9 @@ class StorageRoot:
             f"land it there first (orchrm ingest FILE, or copy it in)"
         )
 
-    def land(self, local_file: str | os.PathLike) -> LandedFile:
-        """Copy a local file into the landing zone (atomically for a local root)."""
-        name = Path(local_file).name
+    def land(self, local_file: str | os.PathLike, name: str | None = None) -> LandedFile:
+        """Copy a local file into the landing zone (atomically for a local root), as `name` if given."""
+        name = name or Path(local_file).name
         if not name.endswith(LANDING_SUFFIXES):
             raise ValueError(f"{local_file}: a run batch must be a {' or '.join(LANDING_SUFFIXES)} file")
         self.fs.makedirs(self.landing_path(), exist_ok=True)
@@ -175,3 +175,12 @@ class StorageRoot:
 
     def exists(self, path: str) -> bool:
         return self.fs.exists(path)
+
+
+def local_work_dir(root: StorageRoot) -> Path:
+    """A local folder for work in progress (partial outputs to resume from): under the root when it is local."""
+    if root.is_local:
+        return Path(root.path("work"))
+    import hashlib
+
+    return Path("~/.cache/orchrm/work").expanduser() / hashlib.sha1(root.url.encode()).hexdigest()[:12]

@@ -9,15 +9,15 @@ import duckdb
 from filelock import FileLock
 
 import sql
-from orchrm_dagster.contract.tables import BATCH_PARTITIONED, TABLE_SCHEMAS
+from orchrm_dagster.catalog import PARTITIONED_TABLES, WAREHOUSE_TABLES
 from orchrm_dagster.storage.root import StorageRoot
 
 _LOCK_WAIT_S = 120.0
 
 
 def tables_to_refresh(asked: tuple[str, ...] | None, existing: set[str]) -> list[str]:
-    asked = asked or tuple(TABLE_SCHEMAS)
-    return list(asked) + [t for t in TABLE_SCHEMAS if t not in existing and t not in asked]
+    asked = asked or tuple(WAREHOUSE_TABLES)
+    return list(asked) + [t for t in WAREHOUSE_TABLES if t not in existing and t not in asked]
 
 
 class WarehouseBusy(RuntimeError):
@@ -49,13 +49,22 @@ class Warehouse:
             for table in tables_to_refresh(tables, existing):
                 con.execute(self._view_sql(con, table))
 
+    def scratch_connection(self, tables: tuple[str, ...], **config) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB with the warehouse's views of `tables`, for a step that computes from them
+        without holding the warehouse file (so readers and the single writer are never blocked)."""
+        con = duckdb.connect(config=config)
+        self._register_filesystem(con)
+        for table in tables:
+            con.execute(self._view_sql(con, table))
+        return con
+
     def _view_sql(self, con: duckdb.DuckDBPyConnection, table: str) -> str:
-        partitioned = table in BATCH_PARTITIONED
+        partitioned = table in PARTITIONED_TABLES
         glob = self.root.table_glob(table, partitioned)
         has_files = bool(self.root.fs.glob(glob if self.root.is_local else glob.split("://", 1)[1]))
         if has_files:
             return sql.load("create_parquet_view", view=sql.identifier(table), glob=sql.literal(glob))
-        empty = con.from_arrow(TABLE_SCHEMAS[table].empty_table())
+        empty = con.from_arrow(WAREHOUSE_TABLES[table].empty_table())
         typed_nulls = ", ".join(
             f"CAST(NULL AS {dtype}) AS {sql.identifier(col)}" for col, dtype in zip(empty.columns, empty.dtypes)
         )

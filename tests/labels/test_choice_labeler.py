@@ -53,6 +53,11 @@ def test_letters_beyond_the_choices_are_ignored():
     assert verdict.reason == "could not find an option letter"
 
 
+def test_pronoun_i_is_not_an_option():
+    assert label_answer("choice", "B", "The answer is I think (B)").is_correct
+    assert label_answer("choice", "I", "The answer is I.").is_correct
+
+
 def test_no_letter():
     verdict = label_answer("choice", "A", "I think it depends on the weather")
     assert not verdict.is_correct

@@ -34,6 +34,10 @@ def judge(reference, answer):
         ("x=5", "5"),
         ("1,-2", "\\boxed{-2, 1}"),
         ("\\left( 3, \\frac{\\pi}{2} \\right)", "$(3, \\pi/2)$"),
+        ("18", "Janet makes 9 * 2 = 18 dollars.\n#### 18"),
+        ("-5", "The answer is \u22125."),
+        ("5", "\\boxed 5"),
+        ("12", "**Final Answer**\n\n12"),
     ],
 )
 def test_equivalent_answers_are_correct(reference, answer):

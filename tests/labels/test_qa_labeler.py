@@ -70,6 +70,7 @@ def test_keeps_initials_inside_the_answer():
     verdict = judge("J. K. Rowling", "I think the answer is J. K. Rowling. She wrote it in 1997.")
     assert verdict.is_correct
     assert verdict.extracted_answer == "J. K. Rowling"
+    assert judge("Mr. Church", "The answer is Mr. Church. He was played by Eddie Murphy.").is_correct
 
 
 def test_wrong_answer():

@@ -1,0 +1,123 @@
+"""Reward-model scoring throughput: RewardScorer vs one plan at a time vs the forward-pass ceiling, one run.
+
+    .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--model-dir DIR]
+
+Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest render_plan with 1-3
+agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the packaged all-MiniLM-L6-v2 with
+an untrained head is scored (throughput does not depend on the weights).
+  scorer:     RewardScorer.score(all plans): tokenize, sort by length, batches of --batch-size, restore order.
+  one by one: RewardScorer.score([plan]) per plan.
+  ceiling:    the model's forward pass alone on the scorer's batches, each cut to one length (its mean), pre-built
+              tensors: the same tokens with no padding, no tokenization and no bookkeeping.
+Each is timed twice and the faster run kept. Rates are given by wall clock and by this process's CPU time: on a shared
+CPU the wall clock also counts time spent descheduled (CPU time, in turn, counts OpenMP spin-waits with 2+ threads).
+Run with torch's default threads, then with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from orchrm_dagster.benchmarks import load_shipped  # noqa: E402
+from orchrm_dagster.rm import RewardScorer  # noqa: E402
+from orchrm_dagster.rm.config import backbone_path  # noqa: E402
+from orchrm_dagster.rm.template import encode  # noqa: E402
+from orchrm_dagster.rm.train import load_backbone  # noqa: E402
+from orchrm_dagster.synthetic import render_plan  # noqa: E402
+
+
+def scoring_inputs(n: int) -> tuple[list[str], list[str]]:
+    questions = [problem["question"] for problem in load_shipped("gsm8k_test")]
+    plans = []
+    for i in range(n):
+        rng = random.Random(i)
+        if i % 3 == 0:
+            thinking = render_plan(rng, 1).split("</thinking>")[0]
+            plans.append(f"{thinking}</thinking>\n<answer>{rng.randint(1, 999)}</answer>")
+        else:
+            plans.append(render_plan(rng, rng.randint(1, 3)))
+    return [questions[i % len(questions)] for i in range(n)], plans
+
+
+def untrained_model_dir(folder: str) -> str:
+    model, tokenizer = load_backbone(backbone_path(None), seed=0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def ceiling_batches(scorer: RewardScorer, questions, plans) -> list[torch.Tensor]:
+    ids = sorted(encode(scorer.tokenizer, questions, plans, scorer.max_length), key=len)
+    batches = []
+    for start in range(0, len(ids), scorer.batch_size):
+        chunk = ids[start:start + scorer.batch_size]
+        width = round(statistics.mean(len(row) for row in chunk))
+        batches.append(torch.tensor([chunk[-1][:width]] * len(chunk)))
+    return batches
+
+
+def best_seconds(run, repeats: int = 2) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of the faster of `repeats` runs."""
+    times = []
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        run()
+        times.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return min(times)
+
+
+def measure(scorer: RewardScorer, questions, plans) -> dict[str, tuple[float, float]]:
+    """plans/s by wall clock and by CPU time, per method."""
+    batches = ceiling_batches(scorer, questions, plans)
+
+    def ceiling():
+        with torch.inference_mode():
+            for batch in batches:
+                scorer.model(input_ids=batch, attention_mask=torch.ones_like(batch))
+
+    scorer.score(questions[:scorer.batch_size], plans[:scorer.batch_size])  # warm-up
+    runs = {"scorer": lambda: scorer.score(questions, plans),
+            "one by one": lambda: [scorer.score([q], [p]) for q, p in zip(questions, plans)],
+            "ceiling": ceiling}
+    return {name: tuple(len(plans) / seconds for seconds in best_seconds(run)) for name, run in runs.items()}
+
+
+def report(threads: int, rates: dict[str, tuple[float, float]]) -> None:
+    for clock, which in (("wall", 0), ("CPU-time", 1)):
+        scorer, one, ceiling = (rates[name][which] for name in ("scorer", "one by one", "ceiling"))
+        print(f"{threads} thread(s), {clock:8s}: scorer {scorer:6.1f} plans/s | one by one {one:6.1f} | "
+              f"ceiling {ceiling:6.1f} | scorer/one-by-one {scorer / one:.2f}x | ceiling/scorer {ceiling / scorer:.2f}x",
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plans", type=int, default=128)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--model-dir")
+    args = parser.parse_args()
+    questions, plans = scoring_inputs(args.plans)
+    with tempfile.TemporaryDirectory() as folder:
+        scorer = RewardScorer(args.model_dir or untrained_model_dir(folder), device="cpu",
+                              max_length=args.max_length, batch_size=args.batch_size)
+        lengths = [len(row) for row in encode(scorer.tokenizer, questions, plans, args.max_length)]
+        print(f"{len(plans)} plans, tokens min {min(lengths)} median {statistics.median(lengths):.0f} max "
+              f"{max(lengths)} ({sum(n == args.max_length for n in lengths)} at the cap), batch {args.batch_size}, "
+              f"fp32, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        for threads in (torch.get_num_threads(), 1):
+            torch.set_num_threads(threads)
+            report(threads, measure(scorer, questions, plans))
+
+
+if __name__ == "__main__":
+    main()

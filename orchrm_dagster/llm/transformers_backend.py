@@ -1,0 +1,279 @@
+"""LLM backend on Hugging Face transformers: batched chat generation on CPU (or one GPU).
+
+By default it runs the embedded SmolLM2-135M-Instruct GGUF (dequantised to fp32 by transformers), so
+that the whole pipeline works on a laptop without downloads. Models are loaded on the first
+``generate`` and shared by every backend of the process that names the same model.
+
+Decoding is a small loop over the model's forward pass with a KV cache (rather than
+``model.generate``) so that each row of a batch can have its own seed (a ``torch.Generator``), its
+own ``max_new_tokens`` and stop strings, and its own grammar matcher.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from orchrm_dagster.llm.base import ChatRequest, Completion, SamplingSettings
+from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
+from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    stop_token_ids: frozenset[int]
+    eos_token_id: int
+    pad_token_id: int
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one forward loop at a time per model
+
+
+_MODELS: dict[tuple[str, str | None, str, str], LoadedModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def load_model(model_path: str, gguf_file: str | None = None, device: str = "auto",
+               dtype: str = "float32") -> LoadedModel:
+    """The model and tokenizer at ``model_path`` (optionally one GGUF file in it), loaded once per process."""
+    key = (model_path, gguf_file, device, dtype)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = _load(*key)
+        return _MODELS[key]
+
+
+def _load(model_path: str, gguf_file: str | None, device: str, dtype: str) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = _resolve_device(device)
+    source = {"gguf_file": gguf_file} if gguf_file else {}
+    tokenizer = AutoTokenizer.from_pretrained(model_path, **source)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=_torch_dtype(dtype, device), **source)
+    model.to(device).eval()
+    eos = tokenizer.eos_token_id
+    configured = model.generation_config.eos_token_id
+    configured = configured if isinstance(configured, list) else [configured]
+    stop = frozenset(t for t in [eos, *configured] if t is not None)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    return LoadedModel(model, tokenizer, stop, eos, pad)
+
+
+def _resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _torch_dtype(dtype: str, device: str) -> torch.dtype | str:
+    """``"auto"``: float32 on CPU (fast and exact there), the checkpoint's own dtype elsewhere."""
+    if dtype == "auto":
+        return torch.float32 if device == "cpu" else "auto"
+    return getattr(torch, dtype)
+
+
+@dataclass
+class _Row:
+    """One request on its way through a batch."""
+
+    index: int  # position in the caller's list
+    request: ChatRequest
+    prompt_ids: list[int]
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    stop_text: str | None = None  # the text cut at a stop string, once one appeared
+    finish_reason: str | None = None
+
+    @property
+    def sampling(self) -> SamplingSettings:
+        return self.request.sampling
+
+
+class TransformersBackend:
+    """:class:`~orchrm_dagster.llm.base.LLMBackend` on a local transformers causal LM.
+
+    ``model_path=None`` runs the embedded SmolLM2 GGUF. Requests are batched (left padding, at most
+    ``max_batch_size`` rows per forward pass) in groups of equal temperature, top_p and grammar;
+    seeds, ``max_new_tokens`` and stop strings are per row. ``temperature == 0`` is greedy.
+
+    ``token_logprobs`` are the log-softmax, at each chosen token, of the scores the token was chosen
+    from: the logits after the grammar mask, then (when sampling) divided by the temperature and
+    top-p truncated. They include the final EOS token, like ``completion_tokens``.
+    """
+
+    def __init__(self, model_path: str | None = None, gguf_file: str | None = None, device: str = "auto",
+                 dtype: str = "float32", max_batch_size: int = 8, name: str = "transformers"):
+        if model_path is None:
+            model_path, gguf_file = str(embedded_model_dir()), gguf_file or EMBEDDED_GGUF
+        self.name = name
+        self.model_id = Path(gguf_file).stem if gguf_file else model_path
+        self.max_batch_size = max(1, max_batch_size)
+        self._model_key = (model_path, gguf_file, device, dtype)
+
+    def loaded(self) -> LoadedModel:
+        """The model and tokenizer (loaded now if this process has not loaded them yet)."""
+        return load_model(*self._model_key)
+
+    def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        if not requests:
+            return []
+        try:
+            lm = self.loaded()
+        except Exception as exc:
+            return [_failed(f"loading {self.model_id} failed: {exc!r}") for _ in requests]
+        results: list[Completion | None] = [None] * len(requests)
+        rows: list[_Row] = []
+        for index, request in enumerate(requests):
+            try:
+                rows.append(_Row(index, request, _prompt_ids(lm, request)))
+            except Exception as exc:
+                results[index] = _failed(f"bad request: {exc!r}")
+        for batch in _batches(rows, self.max_batch_size):
+            for row, completion in zip(batch, _run_batch(lm, batch)):
+                results[row.index] = completion
+        return results
+
+
+def _failed(message: str) -> Completion:
+    return Completion(text="", prompt_tokens=0, completion_tokens=0, finish_reason="error", error=message)
+
+
+def _prompt_ids(lm: LoadedModel, request: ChatRequest) -> list[int]:
+    if request.sampling.temperature < 0 or not 0 < request.sampling.top_p <= 1:
+        raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
+    prompt = lm.tokenizer.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
+    return lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+
+def _batches(rows: list[_Row], max_batch_size: int) -> Iterator[list[_Row]]:
+    """Rows grouped by (temperature, top_p, grammar), shortest prompts together, in chunks."""
+    groups: dict[tuple, list[_Row]] = defaultdict(list)
+    for row in rows:
+        groups[(row.sampling.temperature, row.sampling.top_p, row.request.grammar)].append(row)
+    for group in groups.values():
+        group.sort(key=lambda row: len(row.prompt_ids))
+        for start in range(0, len(group), max_batch_size):
+            yield group[start:start + max_batch_size]
+
+
+def _run_batch(lm: LoadedModel, rows: list[_Row]) -> list[Completion]:
+    try:
+        processor = _grammar_processor(lm, rows)
+    except Exception as exc:
+        return [_failed(f"bad grammar: {exc}") for _ in rows]
+    try:
+        with lm.lock, torch.inference_mode():
+            _decode(lm, rows, processor)
+    except Exception as exc:
+        return [_failed(f"generation failed: {exc!r}") for _ in rows]
+    return [_completion(lm, row) for row in rows]
+
+
+def _grammar_processor(lm: LoadedModel, rows: list[_Row]) -> GrammarLogitsProcessor | None:
+    grammar = rows[0].request.grammar  # a batch shares one grammar
+    if grammar is None:
+        return None
+    compiled = compile_grammar(lm.tokenizer, grammar, vocab_size=lm.model.config.vocab_size,
+                               stop_token_ids=sorted(lm.stop_token_ids))
+    return GrammarLogitsProcessor(compiled, len(rows), lm.eos_token_id)
+
+
+def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor | None) -> None:
+    """Generates every row to its end (stop token, stop string or max_new_tokens), in place."""
+    model, device = lm.model, lm.model.device
+    temperature, top_p = rows[0].sampling.temperature, rows[0].sampling.top_p
+    input_ids, attention = _left_pad([row.prompt_ids for row in rows], lm.pad_token_id, device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    generators = [_generator(row.sampling.seed, device) for row in rows]
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                logits_to_keep=1)
+    last = input_ids
+    for _ in range(max(row.sampling.max_new_tokens for row in rows)):
+        scores = out.logits[:, -1, :].float()
+        if processor is not None:
+            scores = processor(last, scores)
+        logprobs = torch.log_softmax(_warp(scores, temperature, top_p), dim=-1)
+        chosen = _choose(logprobs, temperature, generators)
+        for i, row in enumerate(rows):
+            if row.finish_reason is None:
+                _advance(lm, row, int(chosen[i]), float(logprobs[i, chosen[i]]))
+        if all(row.finish_reason for row in rows):
+            break
+        finished = torch.tensor([row.finish_reason is not None for row in rows], device=device)
+        last = chosen.masked_fill(finished, lm.pad_token_id)[:, None]
+        attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=1)
+        positions = positions[:, -1:] + 1
+        out = model(input_ids=last, attention_mask=attention, position_ids=positions,
+                    past_key_values=out.past_key_values, use_cache=True)
+    for row in rows:
+        row.finish_reason = row.finish_reason or "length"
+
+
+def _left_pad(sequences: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, sequence in enumerate(sequences):
+        if sequence:
+            ids[i, -len(sequence):] = torch.tensor(sequence)
+            attention[i, -len(sequence):] = 1
+    return ids.to(device), attention.to(device)
+
+
+def _generator(seed: int | None, device) -> torch.Generator | None:
+    return None if seed is None else torch.Generator(device=device).manual_seed(seed)
+
+
+def _warp(scores: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    if temperature == 0:
+        return scores
+    scores = scores / temperature
+    if top_p >= 1.0:
+        return scores
+    ordered, order = scores.sort(dim=-1, descending=True)
+    probs = ordered.softmax(dim=-1)
+    outside_nucleus = probs.cumsum(dim=-1) - probs > top_p  # never drops the most likely token
+    return scores.scatter(-1, order, ordered.masked_fill(outside_nucleus, -torch.inf))
+
+
+def _choose(logprobs: torch.Tensor, temperature: float, generators: list[torch.Generator | None]) -> torch.Tensor:
+    if temperature == 0:
+        return logprobs.argmax(dim=-1)
+    probs = logprobs.exp()
+    return torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generators)])
+
+
+def _advance(lm: LoadedModel, row: _Row, token: int, logprob: float) -> None:
+    row.tokens.append(token)
+    row.logprobs.append(logprob)
+    if token in lm.stop_token_ids:
+        row.finish_reason = "stop"
+        return
+    if row.sampling.stop:
+        text = _text(lm, row.tokens)
+        cut = min((i for i in (text.find(s) for s in row.sampling.stop if s) if i >= 0), default=-1)
+        if cut >= 0:
+            row.stop_text, row.finish_reason = text[:cut], "stop"
+            return
+    if len(row.tokens) >= row.sampling.max_new_tokens:
+        row.finish_reason = "length"
+
+
+def _text(lm: LoadedModel, tokens: list[int]) -> str:
+    return lm.tokenizer.decode(tokens, skip_special_tokens=True)
+
+
+def _completion(lm: LoadedModel, row: _Row) -> Completion:
+    text = row.stop_text if row.stop_text is not None else _text(lm, row.tokens)
+    return Completion(
+        text=text,
+        prompt_tokens=len(row.prompt_ids),
+        completion_tokens=len(row.tokens),
+        token_logprobs=tuple(row.logprobs) if row.request.want_logprobs else None,
+        finish_reason=row.finish_reason or "length",
+    )

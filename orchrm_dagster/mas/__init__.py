@@ -1,0 +1,48 @@
+"""Sub-agents and the plan executor of MAS-Orchestra plans (pure Python, no Dagster import)."""
+
+from orchrm_dagster.mas.agents import (
+    AGENTS,
+    ANSWER_FORMATS,
+    AgentContext,
+    AgentError,
+    AgentOutput,
+    AgentSettings,
+    AgentTimeout,
+    CallRecord,
+    CoTAgent,
+    DebateAgent,
+    ReflexionAgent,
+    SCAgent,
+    SubAgent,
+    WebSearchAgent,
+)
+from orchrm_dagster.mas.answers import extract_answer, majority_index
+from orchrm_dagster.mas.executor import ExecutionResult, execute_plan, fill_references
+from orchrm_dagster.mas.prompts import load_prompt, render_prompt
+from orchrm_dagster.mas.retrieval import BM25Retriever, Retriever
+
+__all__ = [
+    "AGENTS",
+    "ANSWER_FORMATS",
+    "AgentContext",
+    "AgentError",
+    "AgentOutput",
+    "AgentSettings",
+    "AgentTimeout",
+    "BM25Retriever",
+    "CallRecord",
+    "CoTAgent",
+    "DebateAgent",
+    "ExecutionResult",
+    "ReflexionAgent",
+    "Retriever",
+    "SCAgent",
+    "SubAgent",
+    "WebSearchAgent",
+    "execute_plan",
+    "extract_answer",
+    "fill_references",
+    "load_prompt",
+    "majority_index",
+    "render_prompt",
+]

@@ -1,0 +1,131 @@
+"""Execute sampled plans with sub-agents and write contract-v1 run records, resumably."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+from orchrm_dagster.contract.record import CONTRACT_VERSION
+from orchrm_dagster.llm.base import LLMBackend, SamplingSettings
+from orchrm_dagster.mas.agents import AgentContext, AgentSettings
+from orchrm_dagster.mas.executor import ExecutionResult, execute_plan
+from orchrm_dagster.orchestration.sampling import PlanSample
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    subagent_temperature: float = 0.0
+    subagent_max_new_tokens: int = 192
+    plan_timeout_s: float | None = 300.0
+    agents: AgentSettings = AgentSettings()
+
+
+@dataclass
+class ExecutionReport:
+    executed: int = 0
+    resumed: int = 0  # finished by an earlier, interrupted attempt and not redone
+    failed: int = 0
+    malformed_plans: int = 0
+    seconds: float = 0.0
+
+
+def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_model: str) -> dict:
+    """The contract-v1 record of one executed (or unexecutable) plan."""
+    calls = result.subagent_records() if result else []
+    sub_prompt = result.prompt_tokens if result else 0
+    sub_completion = result.completion_tokens if result else 0
+    error = sample.plan_error if result is None else (result.error or None)
+    return {
+        "run_id": sample.run_id, "problem_id": sample.problem_id, "benchmark": sample.benchmark,
+        "question": sample.question,
+        "policy": {"name": sample.policy_name, "kind": sample.policy_kind, "step": sample.policy_step},
+        "plan": sample.plan, "reference_answer": sample.reference_answer, "sample_index": sample.sample_index,
+        "final_answer": result.final_answer if result else None, "subagents": calls,
+        "tokens": {"orchestrator_prompt": sample.orchestrator_prompt_tokens,
+                   "orchestrator_completion": sample.orchestrator_completion_tokens,
+                   "subagent_prompt": sub_prompt, "subagent_completion": sub_completion},
+        "plan_logprob": sample.plan_logprob, "error": error,
+        "created_at": datetime.now(timezone.utc).isoformat(),
+        "meta": {"contract": CONTRACT_VERSION, "orchestrator_model": sample.orchestrator_model,
+                 "subagent_model": subagent_model, "grammar": sample.grammar, "seed": sample.seed,
+                 "plan_error": _plan_error_code(sample, result)},
+    }
+
+
+def _plan_error_code(sample: PlanSample, result: ExecutionResult | None) -> str | None:
+    if result is not None and result.plan_error:
+        return result.plan_error
+    return sample.plan_error.split(":", 1)[0] if sample.plan_error else None
+
+
+def finished_run_ids(partial: Path) -> set[str]:
+    """Run ids already written to a partial output; a torn last line (a crash mid-write) is ignored."""
+    if not partial.exists():
+        return set()
+    done = set()
+    with open(partial, "rb") as src:
+        for line in src:
+            try:
+                done.add(orjson.loads(line)["run_id"])
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+    return done
+
+
+def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial: Path,
+                    settings: ExecutionSettings = ExecutionSettings(),
+                    on_run: Callable[[dict], None] | None = None) -> ExecutionReport:
+    """Execute each sample not yet in `partial`, appending its run record (flushed per run, so an interrupted
+    execution resumes where it stopped)."""
+    started = time.perf_counter()
+    report = ExecutionReport()
+    done = finished_run_ids(partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    _drop_torn_tail(partial)
+    with open(partial, "ab") as out:
+        for sample in samples:
+            if sample.run_id in done:
+                report.resumed += 1
+                continue
+            record = run_record(sample, _execute(sample, backend, settings), backend.model_id)
+            out.write(orjson.dumps(record) + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+            report.executed += 1
+            report.failed += record["error"] is not None
+            report.malformed_plans += not sample.plan_parses
+            if on_run:
+                on_run(record)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _execute(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings) -> ExecutionResult | None:
+    if not sample.plan_parses and sample.plan_error and sample.plan_error.startswith("generation failed"):
+        return None
+    ctx = AgentContext(
+        backend=backend,
+        sampling=SamplingSettings(temperature=settings.subagent_temperature,
+                                  max_new_tokens=settings.subagent_max_new_tokens),
+        answer_format=sample.answer_type, seed=sample.seed,
+    )
+    return execute_plan(sample.question, sample.plan, ctx, settings.agents, timeout_s=settings.plan_timeout_s)
+
+
+def _drop_torn_tail(partial: Path) -> None:
+    if not partial.exists() or partial.stat().st_size == 0:
+        return
+    with open(partial, "rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        content = f.read()
+        f.seek(0)
+        f.truncate(content.rfind(b"\n") + 1)

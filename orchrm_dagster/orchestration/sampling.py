@@ -1,0 +1,80 @@
+"""Sample N orchestration plans per problem from a policy, recording each plan's mean token log-probability."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchrm_dagster.llm.base import ChatRequest, LLMBackend, SamplingSettings
+from orchrm_dagster.mas.prompts import render_prompt
+from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
+from orchrm_dagster.plans import PlanError, parse_plan, plan_grammar_ebnf
+
+
+@dataclass(frozen=True)
+class Problem:
+    problem_id: str
+    benchmark: str
+    question: str
+    answer: str | None
+    answer_type: str  # math | qa | choice
+
+
+@dataclass(frozen=True)
+class PlanSample:
+    run_id: str
+    problem_id: str
+    benchmark: str
+    question: str
+    reference_answer: str | None
+    answer_type: str
+    policy_name: str
+    policy_kind: str
+    policy_step: int | None
+    orchestrator_model: str
+    sample_index: int
+    seed: int
+    plan: str
+    plan_logprob: float | None
+    plan_parses: bool
+    plan_error: str | None  # the parse error, or the generation error
+    grammar: bool
+    orchestrator_prompt_tokens: int
+    orchestrator_completion_tokens: int
+
+
+def orchestrator_request(policy: PolicySpec, question: str, seed: int) -> ChatRequest:
+    prompt = render_prompt(policy.prompt, question=question, max_agents=policy.max_agents)
+    sampling = SamplingSettings(temperature=policy.temperature, top_p=policy.top_p,
+                                max_new_tokens=policy.max_new_tokens, seed=seed)
+    grammar = plan_grammar_ebnf(max_agents=policy.max_agents) if policy.grammar else None
+    return ChatRequest(({"role": "user", "content": prompt},), sampling, want_logprobs=True, grammar=grammar)
+
+
+def sample_plans(policy: PolicySpec, backend: LLMBackend, problems: list[Problem], n: int, seed: int,
+                 skip_run_ids: frozenset[str] = frozenset()) -> list[PlanSample]:
+    """N plans per problem, in one batched generate call; samples whose run_id is in `skip_run_ids` are not redrawn."""
+    wanted = [(problem, i) for problem in problems for i in range(n)
+              if run_id_for(policy, problem.problem_id, seed, i) not in skip_run_ids]
+    requests = [orchestrator_request(policy, p.question, sample_seed(seed, p.problem_id, i)) for p, i in wanted]
+    completions = backend.generate(requests) if requests else []
+    return [_sample(policy, backend, problem, i, seed, completion)
+            for (problem, i), completion in zip(wanted, completions)]
+
+
+def _sample(policy, backend, problem: Problem, index: int, seed: int, completion) -> PlanSample:
+    parsed = parse_plan(completion.text) if completion.error is None else None
+    if completion.error is not None:
+        plan_error = f"generation failed: {completion.error}"
+    elif isinstance(parsed, PlanError):
+        plan_error = str(parsed)
+    else:
+        plan_error = None
+    return PlanSample(
+        run_id=run_id_for(policy, problem.problem_id, seed, index), problem_id=problem.problem_id,
+        benchmark=problem.benchmark, question=problem.question, reference_answer=problem.answer,
+        answer_type=problem.answer_type, policy_name=policy.name, policy_kind=policy.kind, policy_step=policy.step,
+        orchestrator_model=backend.model_id, sample_index=index, seed=sample_seed(seed, problem.problem_id, index),
+        plan=completion.text, plan_logprob=completion.mean_logprob, plan_parses=plan_error is None,
+        plan_error=plan_error, grammar=policy.grammar, orchestrator_prompt_tokens=completion.prompt_tokens,
+        orchestrator_completion_tokens=completion.completion_tokens,
+    )

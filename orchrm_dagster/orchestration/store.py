@@ -1,0 +1,54 @@
+"""Plan samples as Parquet, and the problems a sampling run draws from."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orchrm_dagster.orchestration.sampling import PlanSample, Problem
+from orchrm_dagster.problems import load_problems, problem_sources
+from orchrm_dagster.storage.root import StorageRoot, batch_id_for
+
+SAMPLES_TABLE = "orchestration_samples"
+
+
+def partition_folder(partition_key: str) -> str:
+    return batch_id_for(partition_key)
+
+
+def read_samples(root: StorageRoot, partition_key: str) -> list[PlanSample]:
+    samples = []
+    for part in root.batch_files(SAMPLES_TABLE, partition_folder(partition_key)):
+        with root.fs.open(part, "rb") as src:
+            samples += [PlanSample(**row) for row in pq.read_table(src).to_pylist()]
+    return samples
+
+
+def write_samples(root: StorageRoot, partition_key: str, samples: list[PlanSample]) -> None:
+    table = pa.Table.from_pylist([dataclasses.asdict(s) for s in samples])
+    with tempfile.TemporaryDirectory() as staging:
+        path = str(Path(staging, "samples.parquet"))
+        pq.write_table(table, path, compression="zstd")
+        root.replace_batch(SAMPLES_TABLE, partition_folder(partition_key), [path])
+
+
+def select_problems(root: StorageRoot, benchmark: str, limit: int, problem_ids: list[str]) -> list[Problem]:
+    """The first `limit` problems of a benchmark in file order, or exactly `problem_ids` when given."""
+    path = root.table_file("problems")
+    table = root.read_table(path) if root.exists(path) else load_problems(problem_sources([])).table
+    rows = [r for r in table.to_pylist() if r["benchmark"] == benchmark]
+    if not rows:
+        raise ValueError(f"no problems of benchmark {benchmark!r}; materialize `problems` (with extra_files) first")
+    if problem_ids:
+        wanted = set(problem_ids)
+        rows = [r for r in rows if r["problem_id"] in wanted]
+        missing = wanted - {r["problem_id"] for r in rows}
+        if missing:
+            raise ValueError(f"benchmark {benchmark!r} has no problems {sorted(missing)}")
+    else:
+        rows = rows[:limit]
+    return [Problem(r["problem_id"], r["benchmark"], r["question"], r["answer"], r["answer_type"]) for r in rows]

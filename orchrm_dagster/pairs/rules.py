@@ -1,0 +1,97 @@
+"""The pair rules' settings and the stable hashes they use, as plain Python.
+
+The SQL in sql/pairs_*.sql computes the same values; the functions here are the reference that tests and
+the pandas baseline check it against, and what importing published pairs uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+SPECIALIZED_OVER_BASE = "specialized_over_base"
+CORRECT_OVER_INCORRECT = "correct_over_incorrect"
+SOURCES = (SPECIALIZED_OVER_BASE, CORRECT_OVER_INCORRECT)
+TRAIN, VALIDATION = "train", "validation"
+SPLITS = (TRAIN, VALIDATION)
+
+SPLIT_BUCKETS = 10_000
+# Odd multipliers of the sample-rank mixing (sql/pairs_plans.sql and sql/pairs_per_problem.sql use them too).
+_MASK32 = 0xFFFFFFFF
+_SALT_MULTIPLIER = 0x9E3779B1  # 2654435761
+_REJECTED_MULTIPLIER = 0x85EBCA6B  # 2246822507
+_RANK_MULTIPLIER = 0xC2B2AE3D  # 3266489917
+
+
+@dataclass(frozen=True)
+class PairRules:
+    specialized_per_problem: int = 12
+    correct_per_problem: int = 4
+    mix_specialized: int = 3
+    mix_correct: int = 1
+    validation_fraction: float = 0.10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.specialized_per_problem, self.correct_per_problem) < 1:
+            raise ValueError("per-problem caps must be >= 1 (the mix would empty the other source anyway)")
+        if min(self.mix_specialized, self.mix_correct) < 1:
+            raise ValueError("mix weights must be >= 1 (the mix is always applied)")
+        if not 0.0 <= self.validation_fraction <= 1.0:
+            raise ValueError("validation_fraction must be within [0, 1]")
+
+    @property
+    def validation_cutoff(self) -> int:
+        """A problem is in validation when its split bucket is below this."""
+        return round(self.validation_fraction * SPLIT_BUCKETS)
+
+    def mix_quotas(self, specialized: int, correct: int) -> tuple[int, int]:
+        """How many pairs of each source to keep: the over-represented source is cut to the largest count
+        that is not over-represented; the other is kept whole. When a source has no pairs at all (no labels
+        yet, or a single policy kind), there is no ratio to keep and the other source is kept whole."""
+        if min(specialized, correct) == 0:
+            return specialized, correct
+        if specialized * self.mix_correct > correct * self.mix_specialized:
+            return correct * self.mix_specialized // self.mix_correct, correct
+        return specialized, specialized * self.mix_correct // self.mix_specialized
+
+
+def _md5_prefix32(text: str) -> int:
+    return int(hashlib.md5(text.encode()).hexdigest()[:8], 16)
+
+
+def pair_id(problem_id: str, chosen_plan_hash: str, rejected_plan_hash: str) -> str:
+    """Stable identity of a preference; the fixed-length plan hashes go first, so the joined text is unambiguous."""
+    return hashlib.md5(f"{chosen_plan_hash}:{rejected_plan_hash}:{problem_id}".encode()).hexdigest()
+
+
+def split_bucket(problem_id: str) -> int:
+    return _md5_prefix32(problem_id) % SPLIT_BUCKETS
+
+
+def split_for(problem_id: str, rules: PairRules) -> str:
+    return VALIDATION if split_bucket(problem_id) < rules.validation_cutoff else TRAIN
+
+
+def seed_mask(seed: int) -> int:
+    return _md5_prefix32(str(seed))
+
+
+def plan_salt(seed: int, plan_hash: str) -> int:
+    """A seeded 32-bit number per plan, from its (already uniformly distributed) BLAKE2b hash."""
+    return ((int(plan_hash[:8], 16) ^ seed_mask(seed)) * _SALT_MULTIPLIER) & _MASK32
+
+
+def sample_rank(seed: int, chosen_plan_hash: str, rejected_plan_hash: str) -> int:
+    """Order in which a problem's pairs of one source are kept by its cap (lowest first); ties go to the
+    lower (chosen, rejected) plan hashes.
+
+    Mixed from per-plan numbers with integer arithmetic rather than hashed per pair: a problem's candidate
+    pairs grow with the square of its plans, and hashing each one would cost more than the rest of the build."""
+    return rank_from_salts(plan_salt(seed, chosen_plan_hash), plan_salt(seed, rejected_plan_hash))
+
+
+def rank_from_salts(chosen_salt, rejected_salt):
+    """sample_rank from plan salts; works on ints and on numpy uint64 arrays alike."""
+    mixed = chosen_salt ^ ((rejected_salt * _REJECTED_MULTIPLIER) & _MASK32)
+    return (mixed * _RANK_MULTIPLIER) & _MASK32

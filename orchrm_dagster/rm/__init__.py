@@ -1,0 +1,40 @@
+"""Reward-model engine: train r(x, z) on win-lose pairs, score plans, measure, version checkpoints (no Dagster).
+
+Names load lazily: importing the package (or its metrics/checkpoints) does not import torch, transformers or TRL.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "PairTexts": "data",
+    "RMTrainConfig": "config",
+    "RewardScorer": "score",
+    "TrainResult": "train",
+    "build_manifest": "checkpoints",
+    "clear_scorer_cache": "score",
+    "evaluate_pairs": "score",
+    "expected_calibration_error": "metrics",
+    "format_input": "template",
+    "is_new_champion": "checkpoints",
+    "list_versions": "checkpoints",
+    "next_version": "checkpoints",
+    "pairwise_metrics": "metrics",
+    "read_manifest": "checkpoints",
+    "synthetic_pairs": "synthetic",
+    "train_reward_model": "train",
+    "version_dir": "checkpoints",
+    "write_manifest": "checkpoints",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,187 @@
+"""Versioned reward-model checkpoints under the storage root, champion/challenger, and scoring of runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orchrm_dagster.catalog import RM_CHECKPOINTS, RM_SCORES
+from orchrm_dagster.ingest.flatten import ParquetSink
+from orchrm_dagster.rm.checkpoints import (build_manifest, is_new_champion, list_versions, next_version,
+                                           version_dir, write_manifest)
+from orchrm_dagster.rm.config import RMTrainConfig
+from orchrm_dagster.rm.data import PairTexts
+from orchrm_dagster.storage.root import StorageRoot, local_work_dir
+
+CHAMPION_FILE = "champion.json"
+MODEL_SUBDIR = "model"
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    version: int
+    path: str
+    metrics: dict
+    champion_accuracy: float | None  # the previous champion on the same validation pairs
+    is_champion: bool
+    previous_champion: int | None
+    pairs_per_second: float
+    seconds: float
+
+
+def checkpoints_dir(root: StorageRoot) -> Path:
+    """Local folder of the checkpoints: under a local root; for an object store a local mirror that is uploaded."""
+    base = Path(root.path("checkpoints", "rm")) if root.is_local else local_work_dir(root) / "checkpoints" / "rm"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def pair_set_fingerprint(train: PairTexts, validation: PairTexts) -> str:
+    digest = hashlib.sha256()
+    for split, pairs in (("train", train), ("validation", validation)):
+        for pid in sorted(pairs.pair_id):
+            digest.update(f"{split}:{pid}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def read_champion(base: Path) -> dict | None:
+    path = base / CHAMPION_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _unfinished_version(base: Path) -> int | None:
+    """A version folder without a manifest is a training that was interrupted: it is resumed, not skipped."""
+    finished = {v["version"] for v in list_versions(str(base))}
+    started = [int(p.name[1:]) for p in base.glob("v[0-9]*") if p.is_dir() and p.name[1:].isdigit()]
+    unfinished = [v for v in started if v not in finished]
+    return max(unfinished) if unfinished else None
+
+
+def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
+                      champion_margin: float) -> TrainingOutcome:
+    from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
+    from orchrm_dagster.rm.train import train_reward_model
+
+    base = checkpoints_dir(root)
+    version = _unfinished_version(base) or next_version(str(base))
+    folder = version_dir(str(base), version)
+    result = train_reward_model(train, validation, config, folder, resume=True)
+    champion = read_champion(base)
+    champion_accuracy = None
+    if champion is not None and len(validation):
+        champion_scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), config.device, config.max_length)
+        champion_accuracy = evaluate_pairs(champion_scorer, validation)["val_accuracy"]
+    accuracy = result.validation_metrics.get("val_accuracy", 0.0)
+    becomes_champion = is_new_champion(accuracy, champion_accuracy, champion_margin)
+    metrics = {**result.validation_metrics, "champion_val_accuracy": champion_accuracy,
+               "is_champion": becomes_champion}
+    manifest = build_manifest(version, config, pair_set_fingerprint(train, validation), len(train),
+                              len(validation), metrics, result.seconds, result.pairs_per_second)
+    _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
+    write_manifest(folder, manifest)
+    if becomes_champion:
+        (base / CHAMPION_FILE).write_text(json.dumps({"version": version, "path": folder}))
+    _upload(root, base, folder)
+    return TrainingOutcome(version, folder, metrics, champion_accuracy, becomes_champion,
+                           champion["version"] if champion else None, result.pairs_per_second, result.seconds)
+
+
+def _drop_trainer_checkpoints(folder: str) -> None:
+    for checkpoint in Path(folder).glob("checkpoint-*"):
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def _upload(root: StorageRoot, base: Path, folder: str) -> None:
+    if root.is_local:
+        return
+    remote = root.path("checkpoints", "rm", Path(folder).name)
+    root.fs.put(folder, remote, recursive=True)
+    root.fs.put_file(str(base / CHAMPION_FILE), root.path("checkpoints", "rm", CHAMPION_FILE))
+
+
+def checkpoint_table(root: StorageRoot) -> pa.Table:
+    """The `rm_checkpoints` table: one row per finished version."""
+    base = checkpoints_dir(root)
+    champion = read_champion(base)
+    rows = []
+    for v in list_versions(str(base)):
+        metrics = v.get("metrics", {})
+        rows.append({
+            "version": v["version"], "path": root.uri("checkpoints", "rm", Path(v["path"]).name) if not root.is_local
+            else v["path"], "backbone": v["backbone"], "n_train_pairs": v["n_train_pairs"],
+            "n_validation_pairs": v["n_validation_pairs"], "val_accuracy": metrics.get("val_accuracy"),
+            "champion_val_accuracy": metrics.get("champion_val_accuracy"), "ece": metrics.get("ece"),
+            "length_spearman": metrics.get("length_spearman"), "pairs_per_second": v["pairs_per_second"],
+            "pair_set_fingerprint": v["pair_set_fingerprint"],
+            "is_champion": champion is not None and champion["version"] == v["version"],
+            "created_at": v["created_at"],
+        })
+    return pa.Table.from_pylist(rows, schema=RM_CHECKPOINTS)
+
+
+@dataclass
+class ScoringReport:
+    version: int
+    batches_scored: int = 0
+    batches_current: int = 0
+    runs_scored: int = 0
+    seconds: float = 0.0
+
+
+def score_runs(root: StorageRoot, device: str = "auto", max_length: int = 256, batch_size: int = 32,
+               rows_per_chunk: int = 4096) -> ScoringReport:
+    """Scores every run batch with the champion; batches already scored by it are left as they are."""
+    import time
+
+    from orchrm_dagster.rm.score import RewardScorer
+
+    base = checkpoints_dir(root)
+    champion = read_champion(base)
+    if champion is None:
+        raise FileNotFoundError(f"no champion reward model in {base}: materialize `reward_model` first")
+    started = time.perf_counter()
+    report = ScoringReport(champion["version"])
+    scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), device, max_length, batch_size)
+    for batch_id in root.batch_ids("runs"):
+        if _scored_by(root, batch_id) == champion["version"]:
+            report.batches_current += 1
+            continue
+        report.runs_scored += _score_batch(root, scorer, batch_id, champion["version"], rows_per_chunk)
+        report.batches_scored += 1
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _scored_by(root: StorageRoot, batch_id: str) -> int | None:
+    parts = root.batch_files("rm_scores", batch_id)
+    if not parts:
+        return None
+    with root.fs.open(parts[0], "rb") as src:
+        versions = pq.read_table(src, columns=["rm_version"]).column("rm_version").unique().to_pylist()
+    return versions[0] if len(versions) == 1 else None
+
+
+def _score_batch(root: StorageRoot, scorer, batch_id: str, version: int, rows_per_chunk: int) -> int:
+    scored = 0
+    with tempfile.TemporaryDirectory(prefix="orchrm-scores-") as staging:
+        out = str(Path(staging, "scores.parquet"))
+        sink = ParquetSink(out, RM_SCORES, rows_per_chunk)
+        for part in root.batch_files("runs", batch_id):
+            with root.fs.open(part, "rb") as src:
+                for chunk in pq.ParquetFile(src).iter_batches(rows_per_chunk, columns=["run_id", "question", "plan"]):
+                    columns = chunk.to_pydict()
+                    scores, tokens = scorer.score_with_lengths(columns["question"], columns["plan"])
+                    for run_id, score, n_tokens in zip(columns["run_id"], scores, tokens):
+                        sink.append((batch_id, run_id, version, score, n_tokens))
+                    scored += len(scores)
+        sink.close()
+        root.replace_batch("rm_scores", batch_id, [out])
+    return scored

@@ -1,0 +1,193 @@
+"""Bradley-Terry reward-model training on win-lose pairs with TRL's RewardTrainer.
+
+Loss: -log sigmoid(r(x, z_w) - r(x, z_l)) (+ TRL's optional reward-centering term). The scalar r is the model's
+sequence-classification head with num_labels=1: BERT-type backbones (the packaged MiniLM) read it from the pooled
+[CLS] token; decoder backbones (Llama, Qwen: transformers' *ForSequenceClassification) read it at the last non-pad
+token, which is why such a backbone gets a pad token distinct from EOS (the EOS that ends each input must not be
+mistaken for padding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+from datasets import Dataset
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
+from trl import RewardConfig, RewardTrainer
+
+from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, resolve_device, use_bf16
+from orchrm_dagster.rm.data import PairTexts
+from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
+from orchrm_dagster.rm.template import encode
+
+MODEL_SUBDIR = "model"
+RUN_KEY_FILE = "run_key.json"
+ADDED_PAD_TOKEN = "<|rm_pad|>"
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    model_dir: str
+    steps: int  # global optimizer steps of the whole training, resumed steps included
+    train_pairs: int
+    seconds: float  # this call's training time (not the resumed part)
+    pairs_per_second: float  # pairs trained by this call / seconds
+    final_loss: float  # the last logged training loss
+    validation_metrics: dict = field(default_factory=dict)  # pairwise_metrics on the validation pairs, fp32
+
+
+def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainConfig, output_dir: str,
+                       resume: bool = True) -> TrainResult:
+    """Train r(x, z) on `train`, save it to output_dir/model/ (safetensors + tokenizer), score `validation` with it.
+
+    Trainer checkpoints (checkpoint-*) go to output_dir every config.save_steps steps; with resume=True an
+    interrupted training continues from the last one, provided the pairs and the settings that shape the steps
+    (backbone, max_length, batch_size, seed) are the same. Otherwise stale checkpoints are removed first.
+    """
+    if len(train) == 0:
+        raise ValueError("no training pairs")
+    device = resolve_device(config.device)
+    checkpoint = _checkpoint_to_resume(output_dir, _run_key(train, config), resume)
+    with _torch_threads(config.num_threads):
+        trainer = _build_trainer(train, config, output_dir, device)
+        started = time.perf_counter()
+        trainer.train(resume_from_checkpoint=checkpoint)
+        seconds = time.perf_counter() - started
+        model_dir = os.path.join(output_dir, MODEL_SUBDIR)
+        trainer.save_model(model_dir)
+        metrics = _validation_metrics(model_dir, validation, config, device)
+    steps = trainer.state.global_step
+    pairs = pairs_in_steps(_checkpoint_step(checkpoint), steps, len(train), config.batch_size)
+    return TrainResult(model_dir=model_dir, steps=steps, train_pairs=len(train), seconds=seconds,
+                       pairs_per_second=pairs / seconds if seconds > 0 else 0.0,
+                       final_loss=_last_logged_loss(trainer.state.log_history), validation_metrics=metrics)
+
+
+def load_backbone(path: str, seed: int):
+    """Sequence-classification model with one output and a tokenizer whose pad token is set (and is not EOS)."""
+    set_seed(seed)  # the score head is initialised at random
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
+    ensure_distinct_pad_token(model, tokenizer)
+    return model, tokenizer
+
+
+def ensure_distinct_pad_token(model, tokenizer) -> None:
+    if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
+        tokenizer.add_special_tokens({"pad_token": ADDED_PAD_TOKEN})
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.pad_token_id = tokenizer.pad_token_id
+
+
+def preference_dataset(tokenizer, pairs: PairTexts, max_length: int) -> Dataset:
+    """Pre-tokenized pairs in TRL 1.16's processed format (chosen_ids / rejected_ids), unpadded.
+
+    Pre-tokenizing matters: given text, TRL appends tokenizer.eos_token (None for BERT-type tokenizers) and drops
+    pairs longer than max_length instead of truncating them. `length` feeds the length-grouped sampler.
+    """
+    chosen = encode(tokenizer, pairs.question, pairs.chosen_plan, max_length)
+    rejected = encode(tokenizer, pairs.question, pairs.rejected_plan, max_length)
+    lengths = [max(len(c), len(r)) for c, r in zip(chosen, rejected)]
+    return Dataset.from_dict({"chosen_ids": chosen, "rejected_ids": rejected, "length": lengths})
+
+
+def reward_config(config: RMTrainConfig, output_dir: str, device: str) -> RewardConfig:
+    return RewardConfig(
+        output_dir=output_dir,
+        per_device_train_batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        num_train_epochs=config.epochs,
+        seed=config.seed,
+        use_cpu=device == "cpu",
+        bf16=use_bf16(config.precision, device),
+        # transformers 5 renamed gradient_checkpointing; TRL 1.16 still sets the old name (default True).
+        activation_checkpointing=config.gradient_checkpointing,
+        center_rewards_coefficient=config.center_rewards_coefficient,
+        max_length=None,  # already truncated by preference_dataset
+        train_sampling_strategy="group_by_length",  # batches of similar length pad less
+        remove_unused_columns=False,  # keep `length` for the sampler; the collator ignores it
+        dataloader_pin_memory=device == "cuda",
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=2,
+        logging_steps=0.1,  # ten logs per training
+        report_to="none",
+        disable_tqdm=not sys.stderr.isatty(),
+    )
+
+
+def pairs_in_steps(first_step: int, last_step: int, n_pairs: int, batch_size: int) -> int:
+    """Pairs consumed by optimizer steps first_step+1 .. last_step (an epoch's last batch may be short)."""
+    steps_per_epoch = math.ceil(n_pairs / batch_size)
+    last_batch = n_pairs - batch_size * (steps_per_epoch - 1)
+    return sum(last_batch if step % steps_per_epoch == 0 else batch_size for step in range(first_step + 1, last_step + 1))
+
+
+def _build_trainer(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str) -> RewardTrainer:
+    model, tokenizer = load_backbone(backbone_path(config.backbone), config.seed)
+    return RewardTrainer(model=model, args=reward_config(config, output_dir, device),
+                         train_dataset=preference_dataset(tokenizer, train, config.max_length),
+                         processing_class=tokenizer)
+
+
+def _validation_metrics(model_dir: str, validation: PairTexts, config: RMTrainConfig, device: str) -> dict:
+    if len(validation) == 0:
+        return {}
+    return evaluate_pairs(RewardScorer(model_dir, device, config.max_length), validation)
+
+
+def _checkpoint_to_resume(output_dir: str, run_key: dict, resume: bool) -> str | None:
+    key_path = os.path.join(output_dir, RUN_KEY_FILE)
+    checkpoints = sorted(glob.glob(os.path.join(output_dir, "checkpoint-*")), key=_checkpoint_step)
+    if resume and checkpoints and _read_json(key_path) == run_key:
+        return checkpoints[-1]
+    for stale in checkpoints:
+        shutil.rmtree(stale)
+    os.makedirs(output_dir, exist_ok=True)
+    with open(key_path, "w") as out:
+        json.dump(run_key, out)
+    return None
+
+
+def _run_key(train: PairTexts, config: RMTrainConfig) -> dict:
+    return {"pairs": train.fingerprint(), "backbone": config.backbone, "max_length": config.max_length,
+            "batch_size": config.batch_size, "seed": config.seed}
+
+
+def _checkpoint_step(checkpoint: str | None) -> int:
+    match = re.search(r"checkpoint-(\d+)$", checkpoint or "")
+    return int(match.group(1)) if match else 0
+
+
+def _read_json(path: str):
+    try:
+        with open(path) as source:
+            return json.load(source)
+    except (OSError, ValueError):
+        return None
+
+
+def _last_logged_loss(log_history: list[dict]) -> float:
+    losses = [entry["loss"] for entry in log_history if "loss" in entry]
+    return float(losses[-1]) if losses else math.nan
+
+
+@contextlib.contextmanager
+def _torch_threads(num_threads: int | None):
+    previous = torch.get_num_threads()
+    if num_threads:
+        torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

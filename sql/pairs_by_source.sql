@@ -1,0 +1,1 @@
+SELECT source, count(*) AS pairs FROM pairs GROUP BY source ORDER BY source;

@@ -1,0 +1,36 @@
+import pytest
+
+from orchrm_dagster.rm.score import RewardScorer, _load
+
+
+def _inputs(n: int):
+    questions = [f"question {i}" for i in range(n)]
+    plans = ["<agent> step" * (1 + (i * 7) % 13) for i in range(n)]  # lengths shuffled against input order
+    return questions, plans
+
+
+def test_scores_come_back_in_input_order(tiny_backbone):
+    scorer = RewardScorer(tiny_backbone, device="cpu", batch_size=4)
+    questions, plans = _inputs(10)
+    scores, lengths = scorer.score_with_lengths(questions, plans)
+    one_by_one = [scorer.score([q], [p])[0] for q, p in zip(questions, plans)]
+    assert scores == pytest.approx(one_by_one, abs=1e-5)
+    assert lengths == [len(scorer.tokenizer(f"Question:\n{q}\n\nPlan:\n{p}")["input_ids"])
+                       for q, p in zip(questions, plans)]
+    assert scorer.score(questions, plans) == scores  # deterministic
+    assert scorer.score([], []) == []
+
+
+def test_long_inputs_are_truncated(tiny_backbone):
+    scorer = RewardScorer(tiny_backbone, device="cpu", max_length=32)
+    _, lengths = scorer.score_with_lengths(["q"], ["word " * 500])
+    assert lengths == [32]
+    assert scorer.count_plan_tokens(["word " * 500]) == [500]
+
+
+def test_loaded_models_are_cached(tiny_backbone):
+    first = RewardScorer(tiny_backbone, device="cpu")
+    hits = _load.cache_info().hits
+    second = RewardScorer(tiny_backbone, device="cpu", batch_size=8)
+    assert second.model is first.model
+    assert _load.cache_info().hits == hits + 1
