@@ -101,6 +101,7 @@ def main() -> None:
     parser.add_argument("--plans", type=int, default=16)
     parser.add_argument("--plan-tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument("--only", choices=("throughput", "parse"), default=None, help="run one part only")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -114,8 +115,15 @@ def main() -> None:
     grammar = plan_grammar_ebnf()
     backend.generate([request(QUESTIONS[0], grammar, SamplingSettings(max_new_tokens=4))])  # warm-up, compile
 
-    greedy = SamplingSettings(max_new_tokens=args.max_new_tokens)
-    print(f"\nthroughput: {len(QUESTIONS)} requests, greedy, max_new_tokens={args.max_new_tokens}")
+    if args.only != "parse":
+        throughput(backend, grammar, args.max_new_tokens)
+    if args.only != "throughput":
+        parse_rates(backend, grammar, args.plans, args.plan_tokens)
+
+
+def throughput(backend: TransformersBackend, grammar: str, max_new_tokens: int) -> None:
+    greedy = SamplingSettings(max_new_tokens=max_new_tokens)
+    print(f"\nthroughput: {len(QUESTIONS)} requests, greedy, max_new_tokens={max_new_tokens}")
     print(f"{'grammar':<8} {'mode':<12} {'tokens':>7} {'tokens/s':>9}")
     for label, g in (("none", None), ("plan", grammar)):
         requests = [request(q, g, greedy) for q in QUESTIONS]
@@ -123,12 +131,13 @@ def main() -> None:
             rate, tokens = tokens_per_s(backend, requests, batched)
             print(f"{label:<8} {'batch of 8' if batched else 'one by one':<12} {tokens:>7} {rate:>9.1f}")
 
-    print(f"\nplan parse rate: {args.plans} plans, temperature 1.0, seeds 0..{args.plans - 1}, "
-          f"max_new_tokens={args.plan_tokens}")
+
+def parse_rates(backend: TransformersBackend, grammar: str, plans: int, plan_tokens: int) -> None:
+    print(f"\nplan parse rate: {plans} plans, temperature 1.0, seeds 0..{plans - 1}, max_new_tokens={plan_tokens}")
     print(f"{'grammar':<8} {'parsed':>7} {'truncated':>9} {'tokens':>7} {'s':>6}  errors / forms")
     for label, g in (("none", None), ("plan", grammar)):
-        r = parse_rate(backend, g, args.plans, args.plan_tokens)
-        print(f"{label:<8} {r['ok']:>3}/{args.plans:<3} {r['truncated']:>9} {r['tokens']:>7} {r['seconds']:>6.0f}  "
+        r = parse_rate(backend, g, plans, plan_tokens)
+        print(f"{label:<8} {r['ok']:>3}/{plans:<3} {r['truncated']:>9} {r['tokens']:>7} {r['seconds']:>6.0f}  "
               f"{dict(r['errors'])} / {dict(r['forms'])}")
 
 

@@ -1,16 +1,18 @@
 """Reward-model scoring throughput: RewardScorer vs one plan at a time vs the forward-pass ceiling, one run.
 
-    .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--model-dir DIR]
+    .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--rounds 3] [--model-dir DIR]
 
 Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest render_plan with 1-3
 agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the packaged all-MiniLM-L6-v2 with
 an untrained head is scored (throughput does not depend on the weights).
-  scorer:     RewardScorer.score(all plans): tokenize, sort by length, batches of --batch-size, restore order.
+  scorer:     RewardScorer.score(all plans): tokenize, sort by length, batch (at most --batch-size inputs and, on
+              CPU, 2048 tokens), restore order.
   one by one: RewardScorer.score([plan]) per plan.
-  ceiling:    the model's forward pass alone on the scorer's batches, each cut to one length (its mean), pre-built
+  ceiling:    the model's forward pass alone on the scorer's batches, each made one length (its mean), pre-built
               tensors: the same tokens with no padding, no tokenization and no bookkeeping.
-Each is timed twice and the faster run kept. Rates are given by wall clock and by this process's CPU time: on a shared
-CPU the wall clock also counts time spent descheduled (CPU time, in turn, counts OpenMP spin-waits with 2+ threads).
+Each of --rounds rounds runs every method once; each method's fastest run is kept. Rates are given by wall clock and by this
+process's CPU time: on a shared CPU the wall clock also counts time spent descheduled (CPU time, in turn, counts
+OpenMP spin-waits with 2+ threads).
 Run with torch's default threads, then with 1.
 """
 
@@ -56,27 +58,24 @@ def untrained_model_dir(folder: str) -> str:
 
 
 def ceiling_batches(scorer: RewardScorer, questions, plans) -> list[torch.Tensor]:
-    ids = sorted(encode(scorer.tokenizer, questions, plans, scorer.max_length), key=len)
+    ids = encode(scorer.tokenizer, questions, plans, scorer.max_length)
     batches = []
-    for start in range(0, len(ids), scorer.batch_size):
-        chunk = ids[start:start + scorer.batch_size]
-        width = round(statistics.mean(len(row) for row in chunk))
-        batches.append(torch.tensor([chunk[-1][:width]] * len(chunk)))
+    for batch in scorer.batches([len(row) for row in ids]):
+        width = round(statistics.mean(len(ids[i]) for i in batch))
+        batches.append(torch.tensor([ids[batch[-1]][:width]] * len(batch)))
     return batches
 
 
-def best_seconds(run, repeats: int = 2) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process) of the faster of `repeats` runs."""
-    times = []
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        run()
-        times.append((time.perf_counter() - wall, time.process_time() - cpu))
-    return min(times)
+def timed(run) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of one run."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measure(scorer: RewardScorer, questions, plans) -> dict[str, tuple[float, float]]:
-    """plans/s by wall clock and by CPU time, per method."""
+def measure(scorer: RewardScorer, questions, plans, rounds: int) -> dict[str, tuple[float, float]]:
+    """plans/s by wall clock and by CPU time, per method: the best of `rounds` rounds, each round running every
+    method once, so that a change in the machine's load hits all methods alike."""
     batches = ceiling_batches(scorer, questions, plans)
 
     def ceiling():
@@ -84,11 +83,16 @@ def measure(scorer: RewardScorer, questions, plans) -> dict[str, tuple[float, fl
             for batch in batches:
                 scorer.model(input_ids=batch, attention_mask=torch.ones_like(batch))
 
-    scorer.score(questions[:scorer.batch_size], plans[:scorer.batch_size])  # warm-up
     runs = {"scorer": lambda: scorer.score(questions, plans),
             "one by one": lambda: [scorer.score([q], [p]) for q, p in zip(questions, plans)],
             "ceiling": ceiling}
-    return {name: tuple(len(plans) / seconds for seconds in best_seconds(run)) for name, run in runs.items()}
+    scorer.score(questions[:scorer.batch_size], plans[:scorer.batch_size])  # warm-up
+    times = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            times[name].append(timed(run))
+    return {name: (len(plans) / min(wall for wall, _ in t), len(plans) / min(cpu for _, cpu in t))
+            for name, t in times.items()}
 
 
 def report(threads: int, rates: dict[str, tuple[float, float]]) -> None:
@@ -104,6 +108,7 @@ def main() -> None:
     parser.add_argument("--plans", type=int, default=128)
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model-dir")
     args = parser.parse_args()
     questions, plans = scoring_inputs(args.plans)
@@ -113,10 +118,10 @@ def main() -> None:
         lengths = [len(row) for row in encode(scorer.tokenizer, questions, plans, args.max_length)]
         print(f"{len(plans)} plans, tokens min {min(lengths)} median {statistics.median(lengths):.0f} max "
               f"{max(lengths)} ({sum(n == args.max_length for n in lengths)} at the cap), batch {args.batch_size}, "
-              f"fp32, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+              f"{len(scorer.batches(lengths))} batches, fp32, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         for threads in (torch.get_num_threads(), 1):
             torch.set_num_threads(threads)
-            report(threads, measure(scorer, questions, plans))
+            report(threads, measure(scorer, questions, plans, args.rounds))
 
 
 if __name__ == "__main__":

@@ -34,3 +34,12 @@ def test_loaded_models_are_cached(tiny_backbone):
     second = RewardScorer(tiny_backbone, device="cpu", batch_size=8)
     assert second.model is first.model
     assert _load.cache_info().hits == hits + 1
+
+
+def test_batches_are_length_sorted_and_bounded():
+    from orchrm_dagster.rm.score import length_sorted_batches
+
+    lengths = [50, 10, 300, 20, 40, 30]
+    assert length_sorted_batches(lengths, batch_size=2, max_batch_tokens=None) == [[1, 3], [5, 4], [0, 2]]
+    assert length_sorted_batches(lengths, batch_size=8, max_batch_tokens=100) == [[1, 3, 5], [4, 0], [2]]
+    assert length_sorted_batches([], batch_size=8, max_batch_tokens=100) == []

@@ -1,0 +1,62 @@
+"""Pairs -> reward model -> scores through the Dagster assets, on real Parquet, DuckDB and MiniLM."""
+
+import pytest
+
+from orchrm_dagster.commands import ingest_files, materialize_selection
+from orchrm_dagster.definitions import build_definitions
+from orchrm_dagster.synthetic import generate_runs, write_jsonl
+
+SMALL_RM = {"max_length": 192, "max_train_pairs": 128, "batch_size": 16, "epochs": 2.0, "learning_rate": 1e-4}
+
+
+def materialize(defs, selection, config=None):
+    run_config = {"ops": {selection.split('"')[1]: {"config": config}}} if config else None
+    result = materialize_selection(defs, selection, None, run_config)
+    assert result.success, [str(e) for e in result.all_events if e.is_failure]
+    return result
+
+
+def warehouse_rows(defs, statement):
+    return defs.resources["storage"].warehouse().query(statement).to_pylist()
+
+
+@pytest.mark.slow
+def test_pairs_champion_and_scores_from_ingested_runs(tmp_path):
+    defs = build_definitions()
+    history = tmp_path / "history.jsonl"
+    write_jsonl(generate_runs(480, seed=2, benchmarks=("gsm8k_test", "math500")), history)
+    assert ingest_files(defs, [history])[0].status == "SUCCESS"
+
+    materialize(defs, 'key:"pairs"')
+    by_source = {r["source"]: r["n"] for r in warehouse_rows(defs, "select source, count(*) n from pairs group by 1")}
+    assert by_source["specialized_over_base"] > by_source["correct_over_incorrect"] > 0
+    assert warehouse_rows(defs, "select count(*) n from (select problem_id from pairs group by 1 "
+                                "having count(distinct split) > 1)") == [{"n": 0}]
+
+    first = materialize(defs, 'key:"reward_model"', SMALL_RM)
+    checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
+              for e in first.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert checks == {"champion_beats_chance": True}
+    v1 = warehouse_rows(defs, "select version, val_accuracy, is_champion from rm_checkpoints")
+    assert v1 == [{"version": 1, "val_accuracy": v1[0]["val_accuracy"], "is_champion": True}]
+    assert v1[0]["val_accuracy"] > 0.5
+
+    # the same pairs, trained again: a second version that replaces the first only if it is as good
+    materialize(defs, 'key:"reward_model"', {**SMALL_RM, "seed": 1})
+    versions = warehouse_rows(defs, "select version, val_accuracy, champion_val_accuracy, is_champion "
+                                    "from rm_checkpoints order by version")
+    assert [v["version"] for v in versions] == [1, 2]
+    second = versions[1]
+    assert second["champion_val_accuracy"] == pytest.approx(v1[0]["val_accuracy"])
+    assert second["is_champion"] == (second["val_accuracy"] >= second["champion_val_accuracy"])
+    assert sum(v["is_champion"] for v in versions) == 1
+
+    materialize(defs, 'key:"rm_scores"')
+    champion = [v["version"] for v in versions if v["is_champion"]][0]
+    scored = warehouse_rows(defs, "select count(*) n, min(rm_version) lo, max(rm_version) hi, "
+                                  "count(*) filter (where tokens > 0) with_tokens from rm_scores")[0]
+    assert scored == {"n": 480, "lo": champion, "hi": champion, "with_tokens": 480}
+    again = materialize(defs, 'key:"rm_scores"')  # nothing new to score
+    metadata = {k: v.value for e in again.get_asset_materialization_events()
+                for k, v in e.event_specific_data.materialization.metadata.items()}
+    assert metadata["runs_scored"] == 0 and metadata["batches_already_current"] == 1
