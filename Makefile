@@ -35,5 +35,10 @@ test-slow: $(VENV)/.installed-dev
 ui: $(VENV)/.installed-runtime
 	$(BIN)/orchrm ui
 
-bench: $(VENV)/.installed-dev
+bench: $(VENV)/.installed-dev  # each prints its figures; together about an hour on 2 cores
 	$(BIN)/python bench/ingest_label.py
+	$(BIN)/python bench/pairs.py
+	$(BIN)/python bench/rm_train.py
+	$(BIN)/python bench/rm_score.py
+	$(BIN)/python bench/llm_backends.py
+	$(BIN)/python bench/mas_execute.py

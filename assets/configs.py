@@ -55,6 +55,8 @@ class ExecutionConfig(dg.Config):
     sc_samples: int = Field(default=5, description="SCAgent: samples per vote")
     debate_rounds: int = 2
     reflexion_rounds: int = 1
+    concurrent_plans: int = Field(default=8, description="Plans executed at once; with an in-process backend "
+                                  "(transformers, vllm) their sub-agent calls share batches")
 
 
 class PairsConfig(dg.Config):

@@ -60,7 +60,7 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
     _seed_partial_from_landed(root, batch_name, partial)
     settings = ExecutionSettings(
         subagent_temperature=config.subagent_temperature, subagent_max_new_tokens=config.subagent_max_new_tokens,
-        plan_timeout_s=config.plan_timeout_s,
+        plan_timeout_s=config.plan_timeout_s, concurrent_plans=config.concurrent_plans,
         agents=AgentSettings(sc_samples=config.sc_samples, debate_rounds=config.debate_rounds,
                              reflexion_rounds=config.reflexion_rounds))
     backend = llm.backend()
@@ -77,6 +77,7 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
         "failed_runs": report.failed,
         "malformed_plans": report.malformed_plans,
         "runs_per_minute": round(report.executed / minutes, 2) if minutes else 0.0,
+        "mean_subagent_batch": report.mean_batch_size or 1.0,
         "subagent_model": backend.model_id,
     })
 

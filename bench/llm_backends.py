@@ -1,16 +1,18 @@
 """Embedded-model (SmolLM2-135M GGUF, transformers on CPU) throughput and plan parse rate.
 
-    .venv/bin/python bench/llm_backends.py [--max-new-tokens 64] [--plans 16] [--plan-tokens 256] [--threads N]
+    .venv/bin/python bench/llm_backends.py [--max-new-tokens 64] [--plans 16] [--plan-tokens 640] [--threads N]
 
 1. tokens/s for 8 orchestrator prompts generated one at a time vs as one batch of 8 (greedy, fixed
    max_new_tokens), without and with the plan grammar;
-2. plan parse rate (``parse_plan`` success) over ``--plans`` sampled plans (temperature 1.0, seeds
-   0..N-1), without and with the plan grammar.
+2. plan parse rate (``parse_plan`` success) of the embedded policies as the pipeline samples them
+   (their prompts and temperatures, ``--plans`` plans each over the first GSM8K problems, two per problem),
+   without and with the plan grammar.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 from collections import Counter
@@ -21,7 +23,10 @@ import torch  # noqa: E402
 
 from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings  # noqa: E402
 from orchrm_dagster.llm.transformers_backend import TransformersBackend  # noqa: E402
+from orchrm_dagster.benchmarks import load_shipped  # noqa: E402
+from orchrm_dagster.orchestration import Problem, sample_plans  # noqa: E402
 from orchrm_dagster.plans import Plan, parse_plan, plan_grammar_ebnf  # noqa: E402
+from orchrm_dagster.resources import LLMBackendResource, embedded_policies  # noqa: E402
 
 ORCHESTRATOR_PROMPT = """You are an orchestrator. Read the question and write a plan: first \
 <thinking>one or two lines</thinking>, then either <answer>the answer</answer> when it is trivial, or \
@@ -76,21 +81,20 @@ def check(completions: list[Completion]) -> None:
         raise RuntimeError(f"{len(failed)} requests failed, first: {failed[0]}")
 
 
-def parse_rate(backend: TransformersBackend, grammar: str | None, n: int, max_new_tokens: int) -> dict:
-    requests = [request(QUESTIONS[seed % len(QUESTIONS)], grammar,
-                        SamplingSettings(temperature=1.0, max_new_tokens=max_new_tokens, seed=seed))
-                for seed in range(n)]
+def parse_rate(backend: TransformersBackend, policy, problems, samples_per_problem: int) -> dict:
     started = time.perf_counter()
-    completions = backend.generate(requests)
+    samples = sample_plans(policy, backend, problems, samples_per_problem, seed=0)
     elapsed = time.perf_counter() - started
-    check(completions)
-    parsed = [parse_plan(c.text) for c in completions]
+    failed = [s.plan_error for s in samples if s.plan_error and s.plan_error.startswith("generation failed")]
+    if failed:
+        raise RuntimeError(f"{len(failed)} requests failed, first: {failed[0]}")
+    parsed = [parse_plan(s.plan) for s in samples]
     return {
         "ok": sum(isinstance(p, Plan) for p in parsed),
-        "truncated": sum(c.finish_reason == "length" for c in completions),
+        "truncated": sum(s.orchestrator_completion_tokens >= policy.max_new_tokens for s in samples),
         "errors": Counter(p.code for p in parsed if not isinstance(p, Plan)),
         "forms": Counter(p.form for p in parsed if isinstance(p, Plan)),
-        "tokens": sum(c.completion_tokens for c in completions),
+        "tokens": sum(s.orchestrator_completion_tokens for s in samples),
         "seconds": elapsed,
     }
 
@@ -99,7 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--plans", type=int, default=16)
-    parser.add_argument("--plan-tokens", type=int, default=256)
+    parser.add_argument("--plan-tokens", type=int, default=640)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--only", choices=("throughput", "parse"), default=None, help="run one part only")
     args = parser.parse_args()
@@ -118,7 +122,7 @@ def main() -> None:
     if args.only != "parse":
         throughput(backend, grammar, args.max_new_tokens)
     if args.only != "throughput":
-        parse_rates(backend, grammar, args.plans, args.plan_tokens)
+        parse_rates(backend, args.plans, args.plan_tokens)
 
 
 def throughput(backend: TransformersBackend, grammar: str, max_new_tokens: int) -> None:
@@ -132,13 +136,21 @@ def throughput(backend: TransformersBackend, grammar: str, max_new_tokens: int) 
             print(f"{label:<8} {'batch of 8' if batched else 'one by one':<12} {tokens:>7} {rate:>9.1f}")
 
 
-def parse_rates(backend: TransformersBackend, grammar: str, plans: int, plan_tokens: int) -> None:
-    print(f"\nplan parse rate: {plans} plans, temperature 1.0, seeds 0..{plans - 1}, max_new_tokens={plan_tokens}")
-    print(f"{'grammar':<8} {'parsed':>7} {'truncated':>9} {'tokens':>7} {'s':>6}  errors / forms")
-    for label, g in (("none", None), ("plan", grammar)):
-        r = parse_rate(backend, g, plans, plan_tokens)
-        print(f"{label:<8} {r['ok']:>3}/{plans:<3} {r['truncated']:>9} {r['tokens']:>7} {r['seconds']:>6.0f}  "
-              f"{dict(r['errors'])} / {dict(r['forms'])}")
+def parse_rates(backend: TransformersBackend, plans: int, plan_tokens: int) -> None:
+    problems = [Problem(r["problem_id"], r["benchmark"], r["question"], r["answer"], "math")
+                for r in load_shipped("gsm8k_test")[:max(1, plans // 2)]]
+    print(f"\nplan parse rate: embedded policies, {len(problems)} GSM8K problems x 2 plans, seed 0, "
+          f"max_new_tokens={plan_tokens}")
+    print(f"{'policy':<16} {'grammar':<8} {'parsed':>7} {'truncated':>9} {'tokens':>7} {'s':>6}  errors / forms")
+    llm = LLMBackendResource()
+    for config in embedded_policies().policies:
+        for grammar in (False, True):
+            policy = dataclasses.replace(embedded_policies().spec(config.name, llm), grammar=grammar,
+                                         max_new_tokens=plan_tokens)
+            r = parse_rate(backend, policy, problems, 2)
+            n = len(problems) * 2
+            print(f"{config.name:<16} {'plan' if grammar else 'none':<8} {r['ok']:>3}/{n:<3} {r['truncated']:>9} "
+                  f"{r['tokens']:>7} {r['seconds']:>6.0f}  {dict(r['errors'])} / {dict(r['forms'])}")
 
 
 if __name__ == "__main__":

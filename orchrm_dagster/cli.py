@@ -54,14 +54,20 @@ def ingest(files: tuple[Path, ...]) -> None:
 
 @main.command()
 @click.argument("selection", nargs=-1, required=True)
-@click.option("--partition", "partition_key", default=None, help="Partition key (a run batch) for partitioned assets.")
-def materialize(selection: tuple[str, ...], partition_key: str | None) -> None:
+@click.option("--partition", "partition_key", default=None,
+              help="Partition key: a run batch, or benchmark|policy for the orchestration assets (e.g. gsm8k|smollm2-base).")
+@click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Run config as YAML or JSON, as the UI's launchpad takes it (ops: {asset: {config: {...}}}).")
+def materialize(selection: tuple[str, ...], partition_key: str | None, config_file: Path | None) -> None:
     """Materialize asset keys (e.g. `problems labels`) or a Dagster selection string (e.g. `group:labels`)."""
-    from orchrm_dagster.commands import materialize_selection
+    from orchrm_dagster.commands import materialize_selection, register_orchestration_partitions
 
     text = " or ".join(f'key:"{s}"' if _PLAIN_KEY.match(s) else f"({s})" for s in selection)
+    defs = _definitions()
+    if partition_key and "|" in partition_key:
+        register_orchestration_partitions(defs)
     with console.status(f"materializing {text}"):
-        result = materialize_selection(_definitions(), text, partition_key)
+        result = materialize_selection(defs, text, partition_key, _run_config(config_file))
     console.print(f"run {result.run_id}: {'SUCCESS' if result.success else 'FAILURE'}")
     if not result.success:
         from orchrm_dagster.commands import failure_messages
@@ -123,7 +129,8 @@ def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed,
     _orchestrate(_definitions(), benchmark, policy_names, problem_limit, n_samples, seed, ingest)
 
 
-def _orchestrate(defs, benchmark, policy_names, problem_limit, n_samples, seed, ingest) -> None:
+def _orchestrate(defs, benchmark, policy_names, problem_limit, n_samples, seed, ingest,
+                 execution: dict | None = None) -> None:
     from orchrm_dagster.commands import failure_messages, ingest_landed, orchestrate
 
     names = list(policy_names) or [p.name for p in defs.resources["policy_registry"].policies]
@@ -132,7 +139,7 @@ def _orchestrate(defs, benchmark, policy_names, problem_limit, n_samples, seed, 
         with console.status(f"{benchmark} x {name}: sampling {n_samples} plans for {problem_limit} problems "
                             f"and executing them"):
             result = orchestrate(defs, benchmark, name, {"n_samples": n_samples, "problem_limit": problem_limit,
-                                                         "seed": seed}, {})
+                                                         "seed": seed}, execution or {})
         if not result.success:
             raise click.ClickException(f"{benchmark} x {name} failed: " + "; ".join(failure_messages(result)))
         metadata = _materialization_metadata(result, "execution_artifacts")
@@ -146,6 +153,20 @@ def _orchestrate(defs, benchmark, policy_names, problem_limit, n_samples, seed, 
                     [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes])
 
 
+def _run_config(config_file: Path | None) -> dict | None:
+    if config_file is None:
+        return None
+    import yaml
+
+    try:
+        config = yaml.safe_load(config_file.read_text())
+    except yaml.YAMLError as err:
+        raise click.BadParameter(f"{config_file}: not YAML or JSON: {err}", param_hint="--config") from err
+    if not isinstance(config, dict):
+        raise click.BadParameter(f"{config_file}: run config must be a mapping (ops: ...)", param_hint="--config")
+    return config
+
+
 def _materialization_metadata(result, asset_key: str) -> dict:
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
@@ -154,13 +175,17 @@ def _materialization_metadata(result, asset_key: str) -> dict:
     return {}
 
 
+# Shorter sub-agent work than ExecutionConfig's defaults, so the main job ends within about 15 minutes on 2 cores.
+MAIN_JOB_EXECUTION = {"subagent_max_new_tokens": 96, "sc_samples": 3, "debate_rounds": 1}
+
+
 @main.command(name="main")
 @click.option("--benchmark", default="gsm8k", show_default=True)
-@click.option("--problems", "problem_limit", default=3, show_default=True)
+@click.option("--problems", "problem_limit", default=4, show_default=True)
 @click.option("--samples", "n_samples", default=2, show_default=True)
-@click.option("--history-runs", default=1600, show_default=True,
+@click.option("--history-runs", default=1200, show_default=True,
               help="Runs in the generated history batch the first reward model learns from.")
-@click.option("--max-train-pairs", default=480, show_default=True)
+@click.option("--max-train-pairs", default=320, show_default=True)
 def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: int, max_train_pairs: int) -> None:
     """The main job on the embedded default: problems; real MAS runs from the embedded model for every policy;
     the example batch and a generated history batch; labels; pairs; a reward model; scores of every run."""
@@ -171,7 +196,7 @@ def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: i
 
     defs = _definitions()
     _materialize_or_fail(defs, 'key:"problems"')
-    _orchestrate(defs, benchmark, (), problem_limit, n_samples, 0, True)
+    _orchestrate(defs, benchmark, (), problem_limit, n_samples, 0, True, MAIN_JOB_EXECUTION)
     with tempfile.TemporaryDirectory() as tmp:
         history = Path(tmp, "generated-history.jsonl")
         write_jsonl(generate_runs(history_runs, seed=1), history)

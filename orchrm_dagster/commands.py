@@ -54,17 +54,23 @@ def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str
 
 def orchestrate(defs: dg.Definitions, benchmark: str, policy: str, sampling: dict, execution: dict):
     """Sample and execute plans for one (benchmark, policy) partition; returns the run's result."""
+    instance = register_orchestration_partitions(defs)
+    key = dg.MultiPartitionKey({"benchmark": benchmark, "policy": policy})
+    run_config = {**_QUIET, "ops": {"orchestration_samples": {"config": sampling},
+                                    "execution_artifacts": {"config": execution}}}
+    return defs.resolve_job_def("orchestrate").execute_in_process(
+        partition_key=key, instance=instance, raise_on_error=False, run_config=run_config)
+
+
+def register_orchestration_partitions(defs: dg.Definitions) -> dg.DagsterInstance:
+    """Adds the benchmarks and policies the sensor would add, so a benchmark|policy key can run now."""
     from assets.sensors import orchestration_partition_requests
 
     instance = cli_instance()
     for request in orchestration_partition_requests(instance, defs.resources["storage"],
                                                     defs.resources["policy_registry"]):
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    key = dg.MultiPartitionKey({"benchmark": benchmark, "policy": policy})
-    run_config = {**_QUIET, "ops": {"orchestration_samples": {"config": sampling},
-                                    "execution_artifacts": {"config": execution}}}
-    return defs.resolve_job_def("orchestrate").execute_in_process(
-        partition_key=key, instance=instance, raise_on_error=False, run_config=run_config)
+    return instance
 
 
 def failure_messages(result) -> list[str]:

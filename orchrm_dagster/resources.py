@@ -74,7 +74,7 @@ class PolicyConfig(dg.Config):
     checkpoint_path: str | None = None
     step: int | None = None
     temperature: float = 1.0
-    max_new_tokens: int = 320
+    max_new_tokens: int = 640
     grammar: bool = True
     max_agents: int = 3
 

@@ -106,6 +106,8 @@ class TransformersBackend:
     top-p truncated. They include the final EOS token, like ``completion_tokens``.
     """
 
+    batches_in_process = True  # concurrent callers gain from sharing a batch (llm.coalescing)
+
     def __init__(self, model_path: str | None = None, gguf_file: str | None = None, device: str = "auto",
                  dtype: str = "float32", max_batch_size: int = 8, name: str = "transformers"):
         if model_path is None:

@@ -14,6 +14,8 @@ class VLLMBackend:
     vLLM, ``GuidedDecodingParams(grammar=...)`` in older releases (whichever this vLLM has).
     """
 
+    batches_in_process = True  # one engine: concurrent callers gain from sharing a batch (llm.coalescing)
+
     def __init__(self, model: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.85,
                  max_model_len: int | None = None, dtype: str = "auto", name: str = "vllm"):
         try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -13,6 +15,7 @@ import orjson
 
 from orchrm_dagster.contract.record import CONTRACT_VERSION
 from orchrm_dagster.llm.base import LLMBackend, SamplingSettings
+from orchrm_dagster.llm.coalescing import CoalescingBackend
 from orchrm_dagster.mas.agents import AgentContext, AgentSettings
 from orchrm_dagster.mas.executor import ExecutionResult, execute_plan
 from orchrm_dagster.orchestration.sampling import PlanSample
@@ -24,6 +27,7 @@ class ExecutionSettings:
     subagent_max_new_tokens: int = 192
     plan_timeout_s: float | None = 300.0
     agents: AgentSettings = AgentSettings()
+    concurrent_plans: int = 8  # plans executed at once; their sub-agent calls share batches
 
 
 @dataclass
@@ -33,6 +37,7 @@ class ExecutionReport:
     failed: int = 0
     malformed_plans: int = 0
     seconds: float = 0.0
+    mean_batch_size: float | None = None  # requests per backend call, when concurrent plans shared batches
 
 
 def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_model: str) -> dict:
@@ -81,19 +86,23 @@ def finished_run_ids(partial: Path) -> set[str]:
 def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial: Path,
                     settings: ExecutionSettings = ExecutionSettings(),
                     on_run: Callable[[dict], None] | None = None) -> ExecutionReport:
-    """Execute each sample not yet in `partial`, appending its run record (flushed per run, so an interrupted
-    execution resumes where it stopped)."""
+    """Execute each sample not yet in `partial`, appending its run record as it finishes (flushed per run, so an
+    interrupted execution resumes where it stopped). Up to `settings.concurrent_plans` plans run at once; with a
+    backend that batches in-process their sub-agent calls are merged into shared batches."""
     started = time.perf_counter()
     report = ExecutionReport()
     done = finished_run_ids(partial)
+    samples = list(samples)
+    todo = [sample for sample in samples if sample.run_id not in done]
+    report.resumed = len(samples) - len(todo)
     partial.parent.mkdir(parents=True, exist_ok=True)
     _drop_torn_tail(partial)
-    with open(partial, "ab") as out:
-        for sample in samples:
-            if sample.run_id in done:
-                report.resumed += 1
-                continue
-            record = run_record(sample, _execute(sample, backend, settings), backend.model_id)
+    shared = _shared_backend(backend, settings.concurrent_plans)
+    with open(partial, "ab") as out, ThreadPoolExecutor(max(1, settings.concurrent_plans)) as pool:
+        running = [pool.submit(_execute_as_worker, sample, shared, settings) for sample in todo]
+        for finished in as_completed(running):
+            sample, result = finished.result()
+            record = run_record(sample, result, backend.model_id)
             out.write(orjson.dumps(record) + b"\n")
             out.flush()
             os.fsync(out.fileno())
@@ -103,7 +112,20 @@ def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial:
             if on_run:
                 on_run(record)
     report.seconds = time.perf_counter() - started
+    if isinstance(shared, CoalescingBackend) and shared.batch_sizes:
+        report.mean_batch_size = round(sum(shared.batch_sizes) / len(shared.batch_sizes), 2)
     return report
+
+
+def _shared_backend(backend: LLMBackend, concurrent_plans: int) -> LLMBackend:
+    if concurrent_plans > 1 and getattr(backend, "batches_in_process", False):
+        return CoalescingBackend(backend)
+    return backend  # an HTTP backend serves concurrent calls itself (the server batches them)
+
+
+def _execute_as_worker(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings):
+    with backend.worker() if isinstance(backend, CoalescingBackend) else nullcontext():
+        return sample, _execute(sample, backend, settings)
 
 
 def _execute(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings) -> ExecutionResult | None:

@@ -21,7 +21,7 @@ class PolicySpec:
     step: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
-    max_new_tokens: int = 320
+    max_new_tokens: int = 640
     grammar: bool = True  # constrain plans to the plan grammar (xgrammar)
     max_agents: int = 3
 

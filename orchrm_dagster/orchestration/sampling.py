@@ -8,6 +8,7 @@ from orchrm_dagster.llm.base import ChatRequest, LLMBackend, SamplingSettings
 from orchrm_dagster.mas.prompts import render_prompt
 from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
 from orchrm_dagster.plans import PlanError, parse_plan, plan_grammar_ebnf
+from orchrm_dagster.plans.grammar import TextBounds
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def orchestrator_request(policy: PolicySpec, question: str, seed: int) -> ChatRe
     prompt = render_prompt(policy.prompt, question=question, max_agents=policy.max_agents)
     sampling = SamplingSettings(temperature=policy.temperature, top_p=policy.top_p,
                                 max_new_tokens=policy.max_new_tokens, seed=seed)
-    grammar = plan_grammar_ebnf(max_agents=policy.max_agents) if policy.grammar else None
+    grammar = plan_grammar_ebnf(max_agents=policy.max_agents,
+                                bounds=TextBounds.fit(policy.max_new_tokens, policy.max_agents)) if policy.grammar else None
     return ChatRequest(({"role": "user", "content": prompt},), sampling, want_logprobs=True, grammar=grammar)
 
 

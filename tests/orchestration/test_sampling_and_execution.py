@@ -1,10 +1,13 @@
 """Sampling and resumable execution, with a scripted LLM test double standing in for the model."""
 
+import time
+
 import orjson
+import pytest
 
 from orchrm_dagster.llm.base import ChatRequest, Completion
 from orchrm_dagster.orchestration import PolicySpec, Problem, execute_samples, run_id_for, sample_plans
-from orchrm_dagster.orchestration.execution import finished_run_ids
+from orchrm_dagster.orchestration.execution import ExecutionSettings, finished_run_ids
 
 PLAN = """<thinking>one solver</thinking>
 <agent><agent_id>1</agent_id><agent_name>CoTAgent</agent_name><agent_description>solve</agent_description>
@@ -91,3 +94,39 @@ def test_interrupted_execution_resumes_without_redoing_finished_runs(tmp_path):
     assert len(backend.requests) == 1  # one CoT call for the one run not yet finished
     assert finished_run_ids(partial) == {s.run_id for s in samples}
     assert len(partial.read_bytes().splitlines()) == 4
+
+
+class BatchingScriptedBackend(ScriptedBackend):
+    """Like an in-process model: slow per call, so concurrent plans are worth merging into one batch."""
+
+    batches_in_process = True
+
+    def __init__(self):
+        super().__init__()
+        self.batch_sizes: list[int] = []
+
+    def generate(self, requests):
+        self.batch_sizes.append(len(requests))
+        time.sleep(0.02)
+        return super().generate(requests)
+
+
+def test_concurrent_plans_share_batches_and_every_run_lands_once(tmp_path):
+    problems = [Problem(f"gsm8k-test-{i:04d}", "gsm8k", f"Q{i}?", "18", "math") for i in range(6)]
+    samples = sample_plans(PolicySpec(name="p"), ScriptedBackend(), problems, n=2, seed=0)
+    backend = BatchingScriptedBackend()
+    partial = tmp_path / "out.partial"
+    report = execute_samples(samples, backend, partial, ExecutionSettings(concurrent_plans=4))
+    assert (report.executed, report.failed) == (12, 0)
+    assert max(backend.batch_sizes) > 1 and sum(backend.batch_sizes) == 12  # one CoT call per plan
+    assert report.mean_batch_size == pytest.approx(12 / len(backend.batch_sizes), abs=0.01)
+    records = [orjson.loads(line) for line in partial.read_bytes().splitlines()]
+    assert sorted(r["run_id"] for r in records) == sorted(s.run_id for s in samples)
+    assert all(r["final_answer"] and r["tokens"]["subagent_completion"] == 12 for r in records)
+
+
+def test_one_plan_at_a_time_calls_the_backend_directly(tmp_path):
+    samples = sample_plans(PolicySpec(name="p"), ScriptedBackend(), PROBLEMS, n=2, seed=0)
+    backend = BatchingScriptedBackend()
+    execute_samples(samples, backend, tmp_path / "out.partial", ExecutionSettings(concurrent_plans=1))
+    assert backend.batch_sizes == [1, 1, 1, 1]
