@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-slow ui bench clean-storage
+.PHONY: run test test-slow browser ui bench clean-storage
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,12 @@ run: $(VENV)/.installed-runtime
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not slow" -q
 
-test-slow: $(VENV)/.installed-dev
+test-slow: $(VENV)/.installed-dev browser
 	$(BIN)/python -m pytest -m slow -q || [ $$? -eq 5 ]  # 5: no test carries the mark
+
+# Debian's Chromium for the UI test (tests/test_ui.py); Playwright drives it instead of downloading a browser
+browser:
+	@[ -x /usr/bin/chromium ] || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }
 
 ui: $(VENV)/.installed-runtime
 	$(BIN)/orchrm ui
