@@ -142,10 +142,10 @@ def parse_rates(backend: TransformersBackend, plans: int, plan_tokens: int) -> N
     print(f"\nplan parse rate: embedded policies, {len(problems)} GSM8K problems x 2 plans, seed 0, "
           f"max_new_tokens={plan_tokens}")
     print(f"{'policy':<16} {'grammar':<8} {'parsed':>7} {'truncated':>9} {'tokens':>7} {'s':>6}  errors / forms")
-    llm = LLMBackendResource()
-    for config in embedded_policies().policies:
+    llm, registry = LLMBackendResource(), embedded_policies()
+    for config in registry.policies:
         for grammar in (False, True):
-            policy = dataclasses.replace(embedded_policies().spec(config.name, llm), grammar=grammar,
+            policy = dataclasses.replace(registry.spec(config.name, llm), grammar=grammar,
                                          max_new_tokens=plan_tokens)
             r = parse_rate(backend, policy, problems, 2)
             n = len(problems) * 2

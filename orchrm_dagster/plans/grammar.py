@@ -109,8 +109,12 @@ def _agent_rule(name: str, k: int, input_rule: str) -> str:
             f"{input_rule} {_lit('</agent_input>' + NL)} debate_roles? {tail}")
 
 
+def _edge_line(i: int, j: int) -> str:
+    return f"<from>{i}</from><to>{j}</to>{NL}"
+
+
 def _edge_block(edges) -> str:
-    return _lit(f"<edge>{NL}" + "".join(f"<from>{i}</from><to>{j}</to>{NL}" for i, j in edges) + "</edge>")
+    return _lit(f"<edge>{NL}" + "".join(_edge_line(i, j) for i, j in edges) + "</edge>")
 
 
 def _exact_graph_rules(max_agents: int, max_input_chars: int) -> list[str]:
@@ -174,6 +178,6 @@ def _forward_edge_rules(max_agents: int, max_input_chars: int) -> list[str]:
             rules.append(_agent_rule(f"agent_{k}", k, f"(input_char | ref_{k}){{0,{max_input_chars}}}"))
             rules.append(f"ref_{k} ::= {_alts('${' + str(i) + '}' for i in range(1, k))}")
             rules.append(f"edges_{k} ::= {_lit(f'<edge>{NL}')} edge_{k}* {_lit('</edge>')}")
-            pairs = (f"<from>{i}</from><to>{j}</to>{NL}" for j in range(2, k + 1) for i in range(1, j))
+            pairs = (_edge_line(i, j) for j in range(2, k + 1) for i in range(1, j))
             rules.append(f"edge_{k} ::= {_alts(pairs)}")
     return rules

@@ -85,9 +85,15 @@ def test_one_batch_at_a_time_and_later_calls_wait_for_the_next_batch():
 def test_a_worker_busy_elsewhere_delays_a_batch_by_at_most_max_wait():
     inner = EchoBackend()
     backend = CoalescingBackend(inner, max_wait_s=0.2)
-    results = run_workers(backend, lambda i: backend.generate([ask("x")]) if i == 0 else time.sleep(2.0), 2)
-    assert results[0][0].text == "echo x"
-    assert inner.batches == [["x"]]
+
+    def timed_call():
+        started = time.monotonic()
+        return backend.generate([ask("x")]), time.monotonic() - started
+
+    results = run_workers(backend, lambda i: timed_call() if i == 0 else time.sleep(2.0), 2)
+    completions, waited = results[0]
+    assert completions[0].text == "echo x" and inner.batches == [["x"]]
+    assert 0.2 <= waited < 1.0  # the timer started the batch, not the other worker leaving after 2 s
 
 
 def test_outside_a_worker_a_call_goes_straight_through():
