@@ -1,4 +1,3 @@
-import json
 import warnings
 
 import dagster as dg
@@ -6,9 +5,9 @@ import dagster as dg
 import sql
 from assets.configs import PairChecksConfig, QuarantineCheckConfig
 from assets.partitions import run_batches
-from orchrm_dagster.pairs.mix import mix_within_tolerance
+from orchrm_dagster.glue.resources import StorageResource
+from orchrm_dagster.pairs import load_rules, mix_within_tolerance
 from orchrm_dagster.reporting import markdown_table
-from orchrm_dagster.resources import StorageResource
 
 
 @dg.asset_check(asset="runs", description="No run_id appears twice across all batches.")
@@ -65,11 +64,9 @@ def pairs_split_by_problem(storage: StorageResource) -> dg.AssetCheckResult:
 @dg.asset_check(asset="pairs", description="The specialized-over-base : correct-over-incorrect mix is within "
                                           "tolerance of the configured one (when both sources had enough pairs).")
 def pairs_mix_ratio(config: PairChecksConfig, storage: StorageResource) -> dg.AssetCheckResult:
-    root = storage.storage_root()
-    with root.fs.open(root.path("tables", "pairs", "rules.json"), "r") as src:
-        rules = json.load(src)
+    rules = load_rules(storage.storage_root())
     counts = {r["source"]: r["pairs"] for r in storage.warehouse().query(sql.load("pairs_by_source")).to_pylist()}
-    result = mix_within_tolerance(counts, rules["mix_specialized"], rules["mix_correct"], config.mix_tolerance)
+    result = mix_within_tolerance(counts, rules.mix_specialized, rules.mix_correct, config.mix_tolerance)
     return dg.AssetCheckResult(passed=result.passed, severity=dg.AssetCheckSeverity.WARN,
                                metadata={"pairs_by_source": dg.MetadataValue.json(counts),
                                          "specialized_share": result.share, "wanted_share": result.wanted,

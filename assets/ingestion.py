@@ -2,17 +2,20 @@ import dagster as dg
 
 from assets.configs import IngestConfig
 from assets.partitions import WAREHOUSE_POOL, run_batches
-from orchrm_dagster.ingest.batch import ingest_batch
+from orchrm_dagster.glue.resources import StorageResource
+from orchrm_dagster.ingest import ingest_batch
 from orchrm_dagster.reporting import markdown_table
-from orchrm_dagster.resources import StorageResource
 
+# A run batch is a file in the landing zone: the MAS runner's executions land there (so `runs` follows
+# `execution_artifacts` in the lineage: every batch may hold any partition's runs), and so do batches from outside.
+_FROM_EXECUTIONS = dg.AssetDep("execution_artifacts", partition_mapping=dg.AllPartitionMapping())
 _SPECS = [
-    dg.AssetSpec("runs", group_name="ingestion", kinds={"parquet", "duckdb"},
+    dg.AssetSpec("runs", group_name="ingestion", kinds={"parquet", "duckdb"}, deps=[_FROM_EXECUTIONS],
                  description="One row per valid orchestration run (artifact contract v1, flattened)."),
-    dg.AssetSpec("subagent_calls", group_name="ingestion", kinds={"parquet", "duckdb"},
+    dg.AssetSpec("subagent_calls", group_name="ingestion", kinds={"parquet", "duckdb"}, deps=[_FROM_EXECUTIONS],
                  description="Every sub-agent call of every run, keyed by run_id."),
-    dg.AssetSpec("quarantine", group_name="ingestion", kinds={"parquet", "duckdb"},
-                 description="Lines that did not land, with file, line, field and a reason a person can act on."),
+    dg.AssetSpec("quarantine", group_name="ingestion", kinds={"parquet", "duckdb"}, deps=[_FROM_EXECUTIONS],
+                 description="Lines that did not land, with file, line, field, kind and a reason a person can act on."),
 ]
 
 
@@ -21,13 +24,13 @@ def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig,
     """Validate a landed batch line by line: good records land in `runs`, bad ones in `quarantine`."""
     root = storage.storage_root()
     landed = root.find_landed(context.partition_key)
-    report = ingest_batch(root, landed.batch_id, landed.path, config.limits(), config.rows_per_group)
+    report = ingest_batch(root, landed.batch_id, landed.path, config.to_engine())
     storage.warehouse().refresh_views(("runs", "subagent_calls", "quarantine"))
     context.log.info(
         f"{landed.name}: {report.lines_read} lines, {report.runs_written} runs, {report.quarantined} quarantined "
         f"({report.runs_per_second:,.0f} lines/s)"
     )
-    reasons = markdown_table(["reason", "lines"], report.reasons.most_common()) if report.reasons else "none"
+    reasons = markdown_table(["kind", "lines"], report.reasons.most_common()) if report.reasons else "none"
     yield dg.MaterializeResult(asset_key="runs", metadata={
         "dagster/row_count": report.runs_written,
         "source_file": root.uri("landing", landed.name),
@@ -41,6 +44,6 @@ def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig,
         "quarantine_rate": round(report.quarantine_rate, 4),
         "reasons": dg.MetadataValue.md(reasons),
         "inspect": dg.MetadataValue.md(
-            f"`orchrm query \"select line_number, field, reason from quarantine "
+            f"`orchrm query \"select line_number, kind, field, reason from quarantine "
             f"where batch_id = '{landed.batch_id}' order by line_number\"`"),
     })

@@ -2,18 +2,10 @@ import dagster as dg
 
 from assets.configs import LabelConfig
 from assets.partitions import WAREHOUSE_POOL, run_batches
-from orchrm_dagster.labels.batch import label_batch
-from orchrm_dagster.problems import load_problems, problem_sources, reference_answers
+from orchrm_dagster.glue.resources import StorageResource
+from orchrm_dagster.labels import label_batch
+from orchrm_dagster.problems import problem_table, reference_answers
 from orchrm_dagster.reporting import markdown_table
-from orchrm_dagster.resources import StorageResource
-
-
-def _reference_answers(context, root):
-    path = root.table_file("problems")
-    if root.exists(path):
-        return reference_answers(root.read_table(path, ["problem_id", "answer", "answer_type", "choices"]))
-    context.log.warning("the problems asset is not materialized yet: using the shipped benchmarks' answers")
-    return reference_answers(load_problems(problem_sources([])).table)
 
 
 @dg.asset(partitions_def=run_batches, deps=["runs", "problems"], group_name="labels", kinds={"parquet", "duckdb"},
@@ -21,7 +13,8 @@ def _reference_answers(context, root):
 def labels(context: dg.AssetExecutionContext, config: LabelConfig, storage: StorageResource):
     """Correctness of each run's final answer: math-verify, QA exact match / F1, or option letter."""
     root = storage.storage_root()
-    report = label_batch(root, context.partition_key, _reference_answers(context, root), config.settings())
+    references = reference_answers(problem_table(root, ["problem_id", "answer", "answer_type", "choices"]))
+    report = label_batch(root, context.partition_key, references, config.to_engine())
     storage.warehouse().refresh_views(("labels",))
     accuracy = report.correct / report.labeled if report.labeled else 0.0
     return dg.MaterializeResult(metadata={

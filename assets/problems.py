@@ -2,15 +2,15 @@ import dagster as dg
 
 from assets.configs import ProblemsConfig
 from assets.partitions import WAREHOUSE_POOL
+from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.problems import load_problems, problem_sources
 from orchrm_dagster.reporting import markdown_table
-from orchrm_dagster.resources import StorageResource
 
 
 @dg.asset(group_name="ingestion", kinds={"parquet", "duckdb"}, pool=WAREHOUSE_POOL)
 def problems(context: dg.AssetExecutionContext, config: ProblemsConfig, storage: StorageResource):
     """Benchmark problems with reference answers: the shipped benchmarks plus `extra_files`."""
-    loaded = load_problems(problem_sources(config.extra_files))
+    loaded = load_problems(problem_sources(list(config.extra_files)))
     root = storage.storage_root()
     root.write_table(loaded.table, root.table_file("problems"))
     storage.warehouse().refresh_views(("problems",))

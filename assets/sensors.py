@@ -2,9 +2,9 @@ import dagster as dg
 
 from assets.jobs import ingest_run_batch_job
 from assets.partitions import benchmarks, policies, run_batches
-from orchrm_dagster.ingest.landing import advance_cursor, new_or_changed, not_yet_ingested, parse_cursor
-from orchrm_dagster.orchestration.partitions import missing_keys, wanted_benchmarks
-from orchrm_dagster.resources import PolicyRegistry, StorageResource
+from orchrm_dagster.glue.resources import PolicyRegistry, StorageResource
+from orchrm_dagster.ingest import advance_cursor, new_or_changed, not_yet_ingested, parse_cursor
+from orchrm_dagster.orchestration import benchmarks_available
 
 
 def _ingested_fingerprint(instance: dg.DagsterInstance, batch_id: str) -> str | None:
@@ -48,9 +48,10 @@ def orchestration_partitions_sensor(context: dg.SensorEvaluationContext, storage
 
 def orchestration_partition_requests(instance, storage: StorageResource, policy_registry: PolicyRegistry):
     requests = []
-    for partitions, wanted in ((benchmarks, wanted_benchmarks(storage.storage_root())),
-                               (policies, [p.name for p in policy_registry.policies])):
-        missing = missing_keys(wanted, instance.get_dynamic_partitions(partitions.name))
+    for partitions, wanted in ((benchmarks, benchmarks_available(storage.storage_root())),
+                               (policies, policy_registry.names())):
+        existing = set(instance.get_dynamic_partitions(partitions.name))
+        missing = [key for key in wanted if key not in existing]
         if missing:
             requests.append(partitions.build_add_request(missing))
     return requests

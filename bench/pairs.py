@@ -31,11 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from orchrm_dagster.ingest.flatten import plan_hash
-from orchrm_dagster.pairs import PAIRS
+from orchrm_dagster.contract import plan_hash
+from orchrm_dagster.contract import PAIRS
 from orchrm_dagster.pairs.rules import (CORRECT_OVER_INCORRECT, SPECIALIZED_OVER_BASE, PairRules, plan_salt,
                                         rank_from_salts, split_for)
-from orchrm_dagster.synthetic import render_plan
+from orchrm_dagster.synthetic import random_plan_text
 
 OUT = Path(__file__).parent / "out"
 KINDS = np.array(["base", "specialized", "checkpoint"])
@@ -64,7 +64,7 @@ def plan_pool(size: int = 4000) -> pa.Array:
     rng = random.Random(5)
     bodies = []
     while len(bodies) < size:
-        plan = render_plan(rng, rng.randint(2, 6))
+        plan = random_plan_text(rng, rng.randint(2, 6))
         if 1000 <= len(plan) <= 2950:
             bodies.append(plan.removeprefix("<thinking>\n"))
     return pa.array(bodies)
@@ -223,6 +223,40 @@ def read_and_hash(runs_path: str) -> dict:
     return {"seconds": time.perf_counter() - started, "cpu": cpu_seconds() - cpu, "distinct": distinct}
 
 
+# ---------------------------------------------------------------- (d) texts: Polars
+
+
+def pair_texts_step(runs_path: str, pairs_path: str) -> dict:
+    """What reward-model training reads: every pair with its question and both plan texts."""
+    import polars as pl
+
+    from orchrm_dagster.pairs import pair_texts
+
+    started, cpu = time.perf_counter(), cpu_seconds()
+    rows = pair_texts(pl.scan_parquet(pairs_path), pl.scan_parquet(runs_path)).collect().height
+    return {"seconds": time.perf_counter() - started, "cpu": cpu_seconds() - cpu, "rows": rows}
+
+
+def export_step(runs_path: str, pairs_path: str, out_jsonl: str) -> dict:
+    import polars as pl
+
+    from orchrm_dagster.pairs import export_published
+
+    started, cpu = time.perf_counter(), cpu_seconds()
+    rows = export_published(pl.scan_parquet(pairs_path), pl.scan_parquet(runs_path), out_jsonl)
+    return {"seconds": time.perf_counter() - started, "cpu": cpu_seconds() - cpu, "rows": rows,
+            "bytes": os.path.getsize(out_jsonl)}
+
+
+def import_step(jsonl: str) -> dict:
+    from orchrm_dagster.pairs import import_published
+
+    started, cpu = time.perf_counter(), cpu_seconds()
+    result = import_published(jsonl, PairRules())
+    return {"seconds": time.perf_counter() - started, "cpu": cpu_seconds() - cpu, "rows": result.table.height,
+            "rejected": len(result.rejected)}
+
+
 # ---------------------------------------------------------------- harness
 
 
@@ -291,6 +325,10 @@ def main() -> None:
             results["pandas"] = in_child(pandas_build, runs_path, labels_path, out["pandas"], None, rss_limit=rss_limit)
         if results["pandas"]:
             results["agree_full"] = same_pairs(out["ours"], out["pandas"])
+        jsonl = str(Path(tmp, "published.jsonl"))
+        results["texts"] = in_child(pair_texts_step, runs_path, out["ours"])
+        results["export"] = in_child(export_step, runs_path, out["ours"], jsonl)
+        results["import"] = in_child(import_step, jsonl)
     report(args, results, scale, rss_limit)
 
 
@@ -326,6 +364,13 @@ def report(args, results: dict, scale: float, rss_limit: float) -> None:
           f"CPU {naive_cpu / ours['cpu']:6.1f}x   (target >= 20x)")
     print(f"ratio build_pairs / read+hash:   wall {ours['seconds'] / scan['seconds']:6.2f}x   "
           f"CPU {ours['cpu'] / scan['cpu']:6.2f}x   (target <= 3x)")
+    texts, export, imported = results["texts"], results["export"], results["import"]
+    print(f"(d) Polars pair texts           {texts['seconds']:9.2f} {texts['cpu']:8.2f}   "
+          f"peak RSS {gib(texts['peak_rss'])} ({texts['rows']:,} pairs with question and both plans)")
+    print(f"    Polars export (published)   {export['seconds']:9.2f} {export['cpu']:8.2f}   "
+          f"peak RSS {gib(export['peak_rss'])} ({export['rows']:,} records, {gib(export['bytes'])} of JSONL)")
+    print(f"    import (published)          {imported['seconds']:9.2f} {imported['cpu']:8.2f}   "
+          f"peak RSS {gib(imported['peak_rss'])} ({imported['rows']:,} pairs, {imported['rejected']} rejected)")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--rounds 3] [--model-dir DIR]
 
-Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest render_plan with 1-3
+Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest random_plan_text with 1-3
 agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the packaged all-MiniLM-L6-v2 with
 an untrained head is scored (throughput does not depend on the weights).
   scorer:     RewardScorer.score(all plans): tokenize, sort by length, batch (at most --batch-size inputs and, on
@@ -29,12 +29,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from orchrm_dagster.benchmarks import load_shipped  # noqa: E402
+from orchrm_dagster.problems import load_shipped  # noqa: E402
 from orchrm_dagster.rm import RewardScorer  # noqa: E402
 from orchrm_dagster.rm.config import backbone_path  # noqa: E402
 from orchrm_dagster.rm.template import encode  # noqa: E402
 from orchrm_dagster.rm.train import load_backbone  # noqa: E402
-from orchrm_dagster.synthetic import render_plan  # noqa: E402
+from orchrm_dagster.synthetic import random_plan_text  # noqa: E402
 
 
 def scoring_inputs(n: int) -> tuple[list[str], list[str]]:
@@ -43,10 +43,10 @@ def scoring_inputs(n: int) -> tuple[list[str], list[str]]:
     for i in range(n):
         rng = random.Random(i)
         if i % 3 == 0:
-            thinking = render_plan(rng, 1).split("</thinking>")[0]
+            thinking = random_plan_text(rng, 1).split("</thinking>")[0]
             plans.append(f"{thinking}</thinking>\n<answer>{rng.randint(1, 999)}</answer>")
         else:
-            plans.append(render_plan(rng, rng.randint(1, 3)))
+            plans.append(random_plan_text(rng, rng.randint(1, 3)))
     return [questions[i % len(questions)] for i in range(n)], plans
 
 

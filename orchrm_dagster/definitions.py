@@ -1,4 +1,4 @@
-"""The code location: only assembles what assets/ and the engine define."""
+"""The code location: only assembles what assets/ and the glue define."""
 
 import dagster as dg
 
@@ -18,7 +18,7 @@ from assets.orchestration import execution_artifacts, orchestration_samples
 from assets.problems import problems
 from assets.reward_model import pairs, reward_model, rm_scores
 from assets.sensors import landing_zone_sensor, orchestration_partitions_sensor
-from orchrm_dagster.resources import (
+from orchrm_dagster.glue.resources import (
     LLMBackendResource,
     PolicyRegistry,
     StorageResource,

@@ -9,12 +9,19 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from importlib.resources import files
+from pathlib import Path
 
 import orjson
 
-from orchrm_dagster.benchmarks import load_shipped
+from orchrm_dagster.plans import KNOWN_AGENTS, AgentSpec, Plan, render_plan
+from orchrm_dagster.problems import load_shipped
 
-AGENT_KINDS = ("CoTAgent", "SCAgent", "DebateAgent", "ReflexionAgent")
+# The shipped example batch (`example_batch()` wrote it): 48 good runs and 6 lines a producer could get wrong.
+EXAMPLE_BATCH = Path(str(files("orchrm_dagster") / "data" / "examples" / "example_runs.jsonl"))
+
+# The sub-agents generated plans use: every agent of the plan format but web search (no corpus is shipped).
+AGENT_KINDS = tuple(name for name in KNOWN_AGENTS if name != "WebSearchAgent")
 _STEPS = (
     "Restate the quantities given in the question and the unknown asked for.",
     "Set up the relations between the quantities as equations before solving anything.",
@@ -34,22 +41,22 @@ BASE_AGENT_WEIGHTS = (6, 1, 1, 1)
 SPECIALIZED_AGENT_WEIGHTS = (1, 3, 3, 3)
 
 
-def render_plan(rng: random.Random, n_agents: int, agent_weights: tuple[int, ...] = (1, 1, 1, 1)) -> str:
+def random_plan(rng: random.Random, n_agents: int, agent_weights: tuple[int, ...] = (1, 1, 1, 1)) -> Plan:
+    """A valid plan of `n_agents` agents in a chain where each agent reads the one or two before it."""
     thinking = " ".join(rng.choice(_STEPS) for _ in range(rng.randint(2, 5)))
-    blocks = [f"<thinking>\n{thinking}\n</thinking>"]
+    agents = []
     for i in range(1, n_agents + 1):
         kind = rng.choices(AGENT_KINDS, weights=agent_weights)[0]
         agent_input = "" if i == 1 else " ".join(f"${{{j}}}" for j in range(max(1, i - 2), i))
-        roles = "<debate_roles>Proposer, Skeptic</debate_roles>" if kind == "DebateAgent" else ""
         description = " ".join(rng.choice(_STEPS) for _ in range(rng.randint(2, 4)))
-        blocks.append(
-            f"<agent>\n<agent_id>{i}</agent_id>\n<agent_name>{kind}</agent_name>\n"
-            f"<agent_description>{description}</agent_description>\n"
-            f"<required_arguments><agent_input>{agent_input}</agent_input>{roles}</required_arguments>\n</agent>"
-        )
-    edges = "".join(f"<from>{j}</from><to>{i}</to>" for i in range(2, n_agents + 1) for j in range(max(1, i - 2), i))
-    blocks.append(f"<edge>{edges}</edge>")
-    return "\n".join(blocks)
+        roles = ("Proposer", "Skeptic") if kind == "DebateAgent" else ()
+        agents.append(AgentSpec(str(i), kind, description, agent_input, roles))
+    edges = tuple((str(j), str(i)) for i in range(2, n_agents + 1) for j in range(max(1, i - 2), i))
+    return Plan(thinking, tuple(agents), edges)
+
+
+def random_plan_text(rng: random.Random, n_agents: int, agent_weights: tuple[int, ...] = (1, 1, 1, 1)) -> str:
+    return render_plan(random_plan(rng, n_agents, agent_weights))
 
 
 def _wrong_answer(rng: random.Random, answer: str, is_math: bool) -> str:
@@ -60,19 +67,37 @@ def _wrong_answer(rng: random.Random, answer: str, is_math: bool) -> str:
     return rng.choice(("unknown", "none of the above", f"not {answer}"))
 
 
+VERIFYING_AGENTS = ("SCAgent", "DebateAgent", "ReflexionAgent")
+
+
+def plan_success_rate(plan: Plan) -> float:
+    """Where plans decide correctness: the chance that executing `plan` answers correctly, 0.15 + 0.7 x the share
+    of its agents that check their work (vote, debate, reflect). Something a reward model can learn from pairs."""
+    verifying = sum(agent.agent_name in VERIFYING_AGENTS for agent in plan.agents)
+    return 0.15 + 0.7 * verifying / max(1, len(plan.agents))
+
+
 def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_test", "math500", "hotpotqa_dev"),
-                  samples_per_problem: int = 8, correct_rate: float = 0.55) -> Iterator[dict]:
+                  samples_per_problem: int = 8, correct_rate: float = 0.55, *, plans_decide: bool = False,
+                  policies: tuple[tuple[str, str, int | None], ...] = _POLICIES,
+                  first_problem: int = 0) -> Iterator[dict]:
+    """`n` runs, `samples_per_problem` per problem, problems taken round-robin over `benchmarks` from the
+    `first_problem`-th on, each run's policy drawn from `policies`. Correctness is drawn at `correct_rate` (+0.15
+    for trained policies), or, with `plans_decide`, at `plan_success_rate` of the run's plan."""
     rng = random.Random(seed)
     per_benchmark = [load_shipped(name) for name in benchmarks]
     start = datetime(2026, 11, 1, tzinfo=timezone.utc)
     for index in range(n):
-        question_index = index // samples_per_problem  # round-robin over benchmarks, then over their problems
+        question_index = first_problem + index // samples_per_problem  # round-robin over benchmarks, then problems
         problems = per_benchmark[question_index % len(per_benchmark)]
         problem = problems[(question_index // len(per_benchmark)) % len(problems)]
-        name, kind, step = _POLICIES[rng.randrange(len(_POLICIES))]
+        name, kind, step = policies[rng.randrange(len(policies))]
         specialized = kind != "base"
         n_agents = rng.randint(2, 6) if specialized else rng.randint(1, 3)
-        correct = rng.random() < correct_rate + (0.15 if specialized else 0.0)
+        weights = SPECIALIZED_AGENT_WEIGHTS if specialized else BASE_AGENT_WEIGHTS
+        plan = random_plan(rng, n_agents, weights) if plans_decide else None
+        success = plan_success_rate(plan) if plan else correct_rate + (0.15 if specialized else 0.0)
+        correct = rng.random() < success
         is_math = problem["benchmark"] != "hotpotqa"
         answer = problem["answer"] if correct else _wrong_answer(rng, problem["answer"], is_math)
         final = f"So the final answer is $\\boxed{{{answer}}}$." if is_math else f"<answer>{answer}</answer>"
@@ -83,12 +108,12 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
             for i in range(1, n_agents + 1)
         ]
         yield {
-            "run_id": f"run-{seed}-{index:09d}",
+            "run_id": f"run-{seed}-{first_problem}-{index:09d}" if first_problem else f"run-{seed}-{index:09d}",
             "problem_id": problem["problem_id"],
             "benchmark": problem["benchmark"],
             "question": problem["question"],
             "policy": {"name": name, "kind": kind, "step": step},
-            "plan": render_plan(rng, n_agents, SPECIALIZED_AGENT_WEIGHTS if specialized else BASE_AGENT_WEIGHTS),
+            "plan": render_plan(plan) if plan else random_plan_text(rng, n_agents, weights),
             "reference_answer": problem["answer"],
             "sample_index": index % samples_per_problem,
             "final_answer": final,

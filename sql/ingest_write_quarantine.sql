@@ -4,6 +4,7 @@ COPY (
         SELECT * FROM read_parquet($staged_quarantine)
         UNION ALL
         SELECT r.batch_id, r.source_file, r.line_number, r.run_id, 'run_id' AS field,
+               CASE WHEN f.line_number <> f.first_line THEN $duplicate_in_file ELSE $already_ingested END AS kind,
                r.source_file || ':' || r.line_number || ': ' || CASE WHEN f.line_number <> f.first_line
                     THEN 'duplicate run_id ' || r.run_id || ': first seen on line ' || f.first_line || ' of this file'
                     ELSE 'run_id ' || r.run_id || ' was already ingested in batch ' || f.prior_batch || '; this copy is not counted twice'

@@ -1,34 +1,7 @@
--- The mix, then the pairs file. A source cut by the mix keeps its pairs in order of their place within their
--- problem (every problem's first pair before any problem's second), so it still spans its problems: places
--- before the boundary place are kept whole, and at the boundary the pairs with the lowest keys are kept.
--- Row order is unspecified.
+-- The pairs file from the pairs the mix kept (`mixed`: problem_id, source, chosen_index, rejected_index): run ids
+-- and plan hashes from pairs_plans, and the split by problem. Row order is unspecified.
 COPY (
-    WITH capped AS (
-        SELECT problem_id, 'specialized_over_base' AS source,
-               unnest(specialized_kept) AS pair_key, generate_subscripts(specialized_kept, 1) AS place
-        FROM pairs_per_problem
-        UNION ALL
-        SELECT problem_id, 'correct_over_incorrect' AS source,
-               unnest(correct_kept) AS pair_key, generate_subscripts(correct_kept, 1) AS place
-        FROM pairs_per_problem
-    ),
-    before_boundary AS (
-        SELECT problem_id, source, pair_key FROM capped
-        WHERE place < CASE source WHEN 'specialized_over_base' THEN $specialized_boundary ELSE $correct_boundary END
-    ),
-    at_boundary AS (
-        SELECT problem_id, source, pair_key FROM capped
-        WHERE place = CASE source WHEN 'specialized_over_base' THEN $specialized_boundary ELSE $correct_boundary END
-        QUALIFY row_number() OVER (PARTITION BY source ORDER BY pair_key, problem_id)
-                <= CASE source WHEN 'specialized_over_base' THEN $specialized_at_boundary ELSE $correct_at_boundary END
-    ),
-    mixed AS (
-        SELECT problem_id, source,
-               ((pair_key >> 32) & 4294967295)::BIGINT AS chosen_index,
-               (pair_key & 4294967295)::BIGINT AS rejected_index
-        FROM (SELECT * FROM before_boundary UNION ALL SELECT * FROM at_boundary)
-    ),
-    splits AS (
+    WITH splits AS (
         SELECT problem_id,
                CASE WHEN ('0x' || left(md5(problem_id), 8))::UBIGINT % 10000 < $validation_cutoff
                     THEN 'validation' ELSE 'train' END AS split

@@ -3,8 +3,8 @@ import json
 import dagster as dg
 from click.testing import CliRunner
 
-from orchrm_dagster.cli import main
-from orchrm_dagster.commands import EXAMPLE_BATCH
+from orchrm_dagster.glue.cli import main
+from orchrm_dagster.synthetic import EXAMPLE_BATCH
 
 
 def invoke(*args):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from orchrm_dagster.commands import ingest_files, materialize_selection
+from orchrm_dagster.glue.commands import ingest_files, materialize_selection
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 

@@ -3,7 +3,7 @@ import time
 import dagster as dg
 
 from assets.sensors import landing_zone_sensor
-from orchrm_dagster.resources import StorageResource
+from orchrm_dagster.glue.resources import StorageResource
 from tests.conftest import write_lines
 
 

@@ -5,7 +5,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from orchrm_dagster.definitions import build_definitions
-from orchrm_dagster.resources import StorageResource
+from orchrm_dagster.glue.resources import StorageResource
 from tests.conftest import write_lines
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CONTRACT_VERSION = "1"
+from orchrm_dagster.contract.kinds import PolicyKind
 
-PolicyKind = Literal["base", "specialized", "checkpoint"]
+CONTRACT_VERSION = "1"
 
 
 class _Strict(BaseModel):

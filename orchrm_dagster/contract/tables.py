@@ -60,6 +60,7 @@ QUARANTINE = pa.schema(
         ("line_number", pa.int64()),
         ("run_id", pa.string()),
         ("field", pa.string()),
+        ("kind", pa.string()),  # contract.QuarantineKind
         ("reason", pa.string()),
         ("raw", pa.string()),
         ("raw_truncated", pa.bool_()),
@@ -98,13 +99,184 @@ PROBLEMS = pa.schema(
     ]
 )
 
-TABLE_SCHEMAS: dict[str, pa.Schema] = {
+ORCHESTRATION_SAMPLES = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("problem_id", pa.string()),
+        ("benchmark", pa.string()),
+        ("question", pa.string()),
+        ("reference_answer", pa.string()),
+        ("answer_type", pa.string()),
+        ("policy_name", pa.string()),
+        ("policy_kind", pa.string()),
+        ("policy_step", pa.int64()),
+        ("orchestrator_model", pa.string()),
+        ("sample_index", pa.int64()),
+        ("seed", pa.int64()),
+        ("plan", pa.string()),
+        ("plan_logprob", pa.float64()),
+        ("plan_parses", pa.bool_()),
+        ("plan_error", pa.string()),  # the parse error, or the generation error
+        ("plan_error_code", pa.string()),  # plans.PlanError's code when the plan does not parse
+        ("plan_error_kind", pa.string()),  # contract.RunErrorKind when the plan cannot be executed
+        ("grammar", pa.bool_()),
+        ("orchestrator_prompt_tokens", pa.int64()),
+        ("orchestrator_completion_tokens", pa.int64()),
+    ]
+)
+
+PAIRS = pa.schema(
+    [
+        ("pair_id", pa.string()),
+        ("problem_id", pa.string()),
+        ("chosen_run_id", pa.string()),
+        ("rejected_run_id", pa.string()),
+        ("chosen_plan_hash", pa.string()),
+        ("rejected_plan_hash", pa.string()),
+        ("source", pa.string()),
+        ("split", pa.string()),
+    ]
+)
+
+# Pairs imported from the published OrchRM format (input, chosen, rejected, source).
+IMPORTED_PAIRS = pa.schema(
+    [
+        ("pair_id", pa.string()),
+        ("problem_id", pa.string()),
+        ("question", pa.string()),
+        ("chosen_plan", pa.string()),
+        ("rejected_plan", pa.string()),
+        ("chosen_plan_hash", pa.string()),
+        ("rejected_plan_hash", pa.string()),
+        ("source", pa.string()),
+        ("split", pa.string()),
+    ]
+)
+
+RM_CHECKPOINTS = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("path", pa.string()),
+        ("backbone", pa.string()),
+        ("n_train_pairs", pa.int64()),
+        ("n_validation_pairs", pa.int64()),
+        ("val_accuracy", pa.float64()),
+        ("champion_val_accuracy", pa.float64()),  # the champion's accuracy on the same validation pairs
+        ("ece", pa.float64()),
+        ("length_spearman", pa.float64()),
+        ("pairs_per_second", pa.float64()),
+        ("pair_set_fingerprint", pa.string()),
+        ("is_champion", pa.bool_()),
+        ("created_at", pa.string()),
+    ]
+)
+
+RM_SCORES = pa.schema(
+    [
+        ("batch_id", pa.string()),
+        ("run_id", pa.string()),
+        ("rm_version", pa.int64()),
+        ("score", pa.float64()),
+        ("tokens", pa.int64()),
+    ]
+)
+
+# The champion's score of each sampled plan, before execution (one folder per (benchmark, policy) partition).
+PLAN_SCORES = pa.schema(
+    [
+        ("run_id", pa.string()),  # the sample's run_id
+        ("problem_id", pa.string()),
+        ("benchmark", pa.string()),
+        ("policy_name", pa.string()),
+        ("sample_index", pa.int64()),
+        ("plan_hash", pa.string()),
+        ("rm_version", pa.int64()),
+        ("score", pa.float64()),
+        ("tokens", pa.int64()),  # what the reward model read: its verification cost
+    ]
+)
+
+# One row per (benchmark, policy, method, N) of an evaluation; appended per evaluation.
+EVALUATION = pa.schema(
+    [
+        ("evaluation_id", pa.string()),
+        ("benchmark", pa.string()),
+        ("policy", pa.string()),
+        ("method", pa.string()),
+        ("n", pa.int64()),
+        ("accuracy", pa.float64()),  # expected correctness of the chosen run, averaged over problems
+        ("ci_low", pa.float64()),  # 95% bootstrap interval over problems
+        ("ci_high", pa.float64()),
+        ("n_problems", pa.int64()),
+        ("verification_tokens", pa.float64()),  # mean per problem, as if the method ran alone
+        ("execution_tokens", pa.float64()),  # mean per problem: orchestrator + sub-agent tokens of executed runs
+        ("rm_version", pa.int64()),
+        ("created_at", pa.string()),
+    ]
+)
+
+EVALUATION_PROBLEMS = pa.schema(
+    [
+        ("evaluation_id", pa.string()),
+        ("benchmark", pa.string()),
+        ("policy", pa.string()),
+        ("problem_id", pa.string()),
+    ]
+)
+
+# The collaborative verifier's partial score of each trajectory (agreement against the problem's whole pool).
+VERIFIER_SCORES = pa.schema(
+    [
+        ("evaluation_id", pa.string()),
+        ("run_id", pa.string()),
+        ("problem_id", pa.string()),
+        ("agreement", pa.float64()),
+        ("format", pa.float64()),
+        ("steps", pa.float64()),
+        ("length", pa.float64()),
+        ("repetition", pa.float64()),
+        ("similarity", pa.float64()),
+        ("fused", pa.float64()),
+        ("tokens", pa.int64()),  # what the panel's embedding model read
+    ]
+)
+
+# An LLM judge's pick among a candidate set, so re-evaluation costs nothing.
+JUDGE_CACHE = pa.schema(
+    [
+        ("cache_key", pa.string()),  # hash of (method, problem, candidate run_ids, model)
+        ("method", pa.string()),
+        ("problem_id", pa.string()),
+        ("candidates", pa.string()),  # the candidate run_ids in the order shown, JSON
+        ("model", pa.string()),
+        ("choice", pa.int64()),  # 0-based position of the chosen candidate
+        ("parsed", pa.bool_()),  # false: the answer named no candidate and the first one was taken
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+    ]
+)
+
+# Every table of the warehouse (a DuckDB view each, over its Parquet files).
+WAREHOUSE_TABLES: dict[str, pa.Schema] = {
     "runs": RUNS,
     "subagent_calls": SUBAGENT_CALLS,
     "quarantine": QUARANTINE,
     "labels": LABELS,
     "problems": PROBLEMS,
+    "orchestration_samples": ORCHESTRATION_SAMPLES,
+    "pairs": PAIRS,
+    "imported_pairs": IMPORTED_PAIRS,
+    "rm_checkpoints": RM_CHECKPOINTS,
+    "rm_scores": RM_SCORES,
+    "plan_scores": PLAN_SCORES,
+    "evaluation": EVALUATION,
+    "evaluation_problems": EVALUATION_PROBLEMS,
+    "verifier_scores": VERIFIER_SCORES,
+    "judge_cache": JUDGE_CACHE,
 }
 
-# Tables written one Parquet file per run batch; the rest are a single file.
-BATCH_PARTITIONED = ("runs", "subagent_calls", "quarantine", "labels")
+# Tables written one folder per partition (`batch_id=<key>/part-*.parquet`); the rest are a single file.
+# The run-batch tables and rm_scores are partitioned by run batch; orchestration_samples and plan_scores by
+# (benchmark, policy); the evaluation tables by evaluation_id (an evaluation appends a folder).
+PARTITIONED_TABLES = ("runs", "subagent_calls", "quarantine", "labels", "rm_scores", "orchestration_samples",
+                      "plan_scores", "evaluation", "evaluation_problems", "verifier_scores", "judge_cache")

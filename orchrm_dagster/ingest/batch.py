@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
 import tempfile
 import time
 from collections import Counter
@@ -22,15 +21,14 @@ import duckdb
 import pyarrow.parquet as pq
 
 import sql
-from orchrm_dagster.contract.record import RunRecord
-from orchrm_dagster.contract.tables import QUARANTINE, RUNS, SUBAGENT_CALLS
-from orchrm_dagster.ingest.flatten import ParquetSink, call_rows, run_row
+from orchrm_dagster.contract import QUARANTINE, RUNS, SUBAGENT_CALLS, QuarantineKind, RunRecord
+from orchrm_dagster.ingest.flatten import call_rows, run_row
 from orchrm_dagster.ingest.reader import count_newlines, iter_jsonl, iter_parquet, line_aligned_ranges
-from orchrm_dagster.ingest.validate import Limits, Rejection, validate_line
-from orchrm_dagster.storage.root import StorageRoot
+from orchrm_dagster.ingest.settings import IngestSettings
+from orchrm_dagster.ingest.validate import Rejection, validate_line
+from orchrm_dagster.storage import ParquetSink, StorageRoot
 
 _PROGRESS_EVERY = 10_000
-_LOCATION_PREFIX = re.compile(r"^.*?:\d+: ")
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
 
 
@@ -43,7 +41,7 @@ class IngestReport:
     subagent_calls_written: int = 0
     quarantined: int = 0
     workers: int = 1
-    reasons: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)  # "kind" or "kind: field" -> quarantined lines
     seconds: float = 0.0
 
     @property
@@ -66,8 +64,7 @@ class StageTask:
     end: int | None
     first_line: int
     out_prefix: str
-    limits: Limits
-    rows_per_group: int
+    settings: IngestSettings
 
 
 @dataclass(frozen=True)
@@ -78,15 +75,6 @@ class StagedPart:
     quarantine: str
 
 
-def _reason_kind(reason: str) -> str:
-    """A short category for counting: 'malformed JSON', 'policy.kind', 'duplicate run_id', ..."""
-    if reason.startswith("duplicate run_id"):
-        return "duplicate run_id in file"
-    if "was already ingested" in reason:
-        return "run_id already ingested"
-    return reason.split(":", 1)[0]
-
-
 def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
@@ -95,8 +83,7 @@ def ingest_batch(
     root: StorageRoot,
     batch_id: str,
     source_path: str,
-    limits: Limits = Limits(),
-    rows_per_group: int = 20_000,
+    settings: IngestSettings = IngestSettings(),
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> IngestReport:
@@ -106,15 +93,14 @@ def ingest_batch(
     with tempfile.TemporaryDirectory(prefix=f"orchrm-ingest-{batch_id}-") as staging:
         workers = _worker_count(root, source_path, workers or default_workers())
         if workers == 1:
-            parts = [stage_part(_task(root, batch_id, source_path, staging, limits, rows_per_group, 0, 0, None, 1),
-                                progress)]
+            parts = [stage_part(_task(root, batch_id, source_path, staging, settings, 0, 0, None, 1), progress)]
         else:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                tasks = _parallel_tasks(pool, root, batch_id, source_path, staging, limits, rows_per_group, workers)
+                tasks = _parallel_tasks(pool, root, batch_id, source_path, staging, settings, workers)
                 parts = _run_parallel(pool, tasks, progress)
         report.workers = len(parts)
         report.lines_read = sum(p.lines_read for p in parts)
-        _deduplicate_and_publish(root, batch_id, parts, staging, limits, report)
+        _deduplicate_and_publish(root, batch_id, parts, staging, settings, report)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -125,17 +111,17 @@ def _worker_count(root: StorageRoot, source_path: str, workers: int) -> int:
     return workers
 
 
-def _task(root, batch_id, source_path, staging, limits, rows_per_group, index, start, end, first_line) -> StageTask:
+def _task(root, batch_id, source_path, staging, settings, index, start, end, first_line) -> StageTask:
     return StageTask(root, source_path, batch_id, start, end, first_line, str(Path(staging, f"part{index:03d}")),
-                     limits, rows_per_group)
+                     settings)
 
 
-def _parallel_tasks(pool, root, batch_id, source_path, staging, limits, rows_per_group, workers) -> list[StageTask]:
+def _parallel_tasks(pool, root, batch_id, source_path, staging, settings, workers) -> list[StageTask]:
     with root.fs.open(source_path, "rb") as stream:
         ranges = line_aligned_ranges(stream, root.fs.size(source_path), workers)
     newlines = list(pool.map(_count_range_newlines, [(root, source_path, s, e) for s, e in ranges]))
     first_lines = [1 + sum(newlines[:i]) for i in range(len(ranges))]
-    return [_task(root, batch_id, source_path, staging, limits, rows_per_group, i, s, e, first)
+    return [_task(root, batch_id, source_path, staging, settings, i, s, e, first)
             for i, ((s, e), first) in enumerate(zip(ranges, first_lines))]
 
 
@@ -159,14 +145,15 @@ def stage_part(task: StageTask, progress: Callable[[int], None] | None = None) -
     source_name = task.source_path.rsplit("/", 1)[-1]
     out = StagedPart(0, f"{task.out_prefix}-runs.parquet", f"{task.out_prefix}-calls.parquet",
                      f"{task.out_prefix}-quarantine.parquet")
-    runs = ParquetSink(out.runs, RUNS, task.rows_per_group)
-    calls = ParquetSink(out.calls, SUBAGENT_CALLS, task.rows_per_group)
-    quarantine = ParquetSink(out.quarantine, QUARANTINE, task.rows_per_group)
+    rows_per_group = task.settings.rows_per_group
+    runs = ParquetSink(out.runs, RUNS, rows_per_group)
+    calls = ParquetSink(out.calls, SUBAGENT_CALLS, rows_per_group)
+    quarantine = ParquetSink(out.quarantine, QUARANTINE, rows_per_group)
     lines_read = 0
     with task.root.fs.open(task.source_path, "rb") as stream:
         for line in _lines(stream, task):
             lines_read += 1
-            outcome = validate_line(line, task.limits)
+            outcome = validate_line(line, task.settings)
             if isinstance(outcome, RunRecord):
                 runs.append(run_row(outcome, task.batch_id, source_name, line.line_number))
                 for row in call_rows(outcome, task.batch_id, line.line_number):
@@ -187,7 +174,7 @@ def _lines(stream, task: StageTask):
         return iter_parquet(stream)
     stream.seek(task.start)
     budget = None if task.end is None else task.end - task.start
-    return iter_jsonl(stream, task.limits.max_record_bytes, task.first_line, budget)
+    return iter_jsonl(stream, task.settings.max_record_bytes, task.first_line, budget)
 
 
 def _quarantine_row(rejection: Rejection, batch_id: str, source_name: str) -> dict:
@@ -197,6 +184,7 @@ def _quarantine_row(rejection: Rejection, batch_id: str, source_name: str) -> di
         "line_number": rejection.line_number,
         "run_id": rejection.run_id,
         "field": rejection.field,
+        "kind": rejection.kind.value,
         "reason": f"{source_name}:{rejection.line_number}: {rejection.reason}",
         "raw": rejection.raw,
         "raw_truncated": rejection.raw_truncated,
@@ -215,7 +203,7 @@ def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:
     return f"read_parquet({_file_list(globs)})"
 
 
-def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, limits, report) -> None:
+def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, settings, report) -> None:
     outputs = {"runs": [p.runs for p in parts], "calls": [p.calls for p in parts],
                "quarantine": [str(Path(staging, "final-quarantine.parquet"))]}
     # order is not needed, and keeping it costs memory on multi-GB batches
@@ -233,10 +221,12 @@ def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, l
                                  out=sql.literal(final["calls"])))
             outputs["runs"], outputs["calls"] = [final["runs"]], [final["calls"]]
         con.execute(sql.load("ingest_write_quarantine", staged_quarantine=_file_list([p.quarantine for p in parts]),
-                             out=sql.literal(outputs["quarantine"][0]), max_raw_chars=str(limits.max_raw_chars),
-                             **common))
-        reasons = con.execute("SELECT reason FROM read_parquet(?)", [outputs["quarantine"][0]]).fetchall()
-        report.reasons = Counter(_reason_kind(_LOCATION_PREFIX.sub("", r, count=1)) for (r,) in reasons)
+                             out=sql.literal(outputs["quarantine"][0]), max_raw_chars=str(settings.max_raw_chars),
+                             duplicate_in_file=sql.literal(QuarantineKind.DUPLICATE_IN_FILE.value),
+                             already_ingested=sql.literal(QuarantineKind.ALREADY_INGESTED.value), **common))
+        kinds = con.execute("SELECT kind, field FROM read_parquet(?)", [outputs["quarantine"][0]]).fetchall()
+        report.reasons = Counter(kind if kind != QuarantineKind.INVALID_FIELD.value else f"{kind}: {field}"
+                                 for kind, field in kinds)
     report.runs_written, report.subagent_calls_written, report.quarantined = (
         sum(pq.ParquetFile(path).metadata.num_rows for path in outputs[key]) for key in ("runs", "calls", "quarantine"))
     # runs last: a batch's runs appear only once its calls and quarantine are in place

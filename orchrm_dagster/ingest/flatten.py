@@ -1,21 +1,13 @@
-"""Turn valid records into rows of the `runs` and `subagent_calls` tables, buffered column-wise."""
+"""Turn valid records into rows of the `runs` and `subagent_calls` tables."""
 
 from __future__ import annotations
 
-import hashlib
 from datetime import timezone
 from typing import Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from orchrm_dagster.contract.record import RunRecord
-
-
-def plan_hash(plan: str) -> str:
-    """Identity of a plan up to whitespace: the pair rules compare plans by this."""
-    return hashlib.blake2b(" ".join(plan.split()).encode(), digest_size=16).hexdigest()
+from orchrm_dagster.contract import RunRecord, plan_hash
 
 
 def record_meta(record: RunRecord) -> str | None:
@@ -72,35 +64,3 @@ def call_rows(record: RunRecord, batch_id: str, line_number: int) -> list[tuple]
          line_number)  # line_number tells apart the calls of two records that share a run_id
         for index, call in enumerate(record.subagents or ())
     ]
-
-
-class ParquetSink:
-    """Appends rows (tuples in schema order) to one Parquet file, a row group every `rows_per_group` rows."""
-
-    def __init__(self, path: str, schema: pa.Schema, rows_per_group: int):
-        self.schema = schema
-        self.rows_per_group = rows_per_group
-        self.rows: list[tuple] = []
-        self.written = 0
-        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
-
-    def append(self, row: tuple) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= self.rows_per_group:
-            self.flush()
-
-    def append_mapping(self, row: dict[str, Any]) -> None:
-        self.append(tuple(row.get(name) for name in self.schema.names))
-
-    def flush(self) -> None:
-        if not self.rows:
-            return
-        columns = zip(*self.rows)
-        arrays = [pa.array(column, type=field.type) for column, field in zip(columns, self.schema)]
-        self.writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
-        self.written += len(self.rows)
-        self.rows = []
-
-    def close(self) -> None:
-        self.flush()
-        self.writer.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from orchrm_dagster.storage.root import LandedFile
+from orchrm_dagster.storage import LandedFile
 
 
 def parse_cursor(cursor: str | None) -> dict[str, str]:

@@ -7,22 +7,17 @@ from dataclasses import dataclass
 import orjson
 from pydantic import ValidationError
 
-from orchrm_dagster.contract.record import RunRecord
+from orchrm_dagster.contract import QuarantineKind, RunRecord
 from orchrm_dagster.ingest.reader import SourceLine
+from orchrm_dagster.ingest.settings import IngestSettings
 
 _SHOWN_ERRORS = 3
 
 
 @dataclass(frozen=True)
-class Limits:
-    max_record_bytes: int = 16 << 20
-    max_field_chars: int = 1 << 20
-    max_raw_chars: int = 64 << 10  # how much of a rejected line the quarantine keeps
-
-
-@dataclass(frozen=True)
 class Rejection:
     line_number: int
+    kind: QuarantineKind
     field: str | None
     reason: str
     raw: str
@@ -30,10 +25,11 @@ class Rejection:
     run_id: str | None = None
 
 
-def validate_line(line: SourceLine, limits: Limits) -> RunRecord | Rejection:
+def validate_line(line: SourceLine, limits: IngestSettings) -> RunRecord | Rejection:
     if line.oversize_bytes is not None:
         return _reject(
-            line, None, f"record is {line.oversize_bytes:,} bytes, over max_record_bytes={limits.max_record_bytes:,}",
+            line, QuarantineKind.OVERSIZE_RECORD, None,
+            f"record is {line.oversize_bytes:,} bytes, over max_record_bytes={limits.max_record_bytes:,}",
             limits, truncated=True,
         )
     try:
@@ -41,12 +37,13 @@ def validate_line(line: SourceLine, limits: Limits) -> RunRecord | Rejection:
         data = line.data if line.record is None else orjson.dumps(_decode_embedded_meta(line.record), default=str)
         record = RunRecord.model_validate_json(data)
     except ValidationError as err:
-        field, reason = _describe(err)
-        return _reject(line, field, reason, limits)
+        kind, field, reason = _describe(err)
+        return _reject(line, kind, field, reason, limits)
     oversize = _oversize_field(record, limits.max_field_chars)
     if oversize:
         field, size = oversize
-        return _reject(line, field, f"field is {size:,} characters, over max_field_chars={limits.max_field_chars:,}",
+        return _reject(line, QuarantineKind.OVERSIZE_FIELD, field,
+                       f"field is {size:,} characters, over max_field_chars={limits.max_field_chars:,}",
                        limits, run_id=record.run_id)
     return record
 
@@ -62,16 +59,18 @@ def _decode_embedded_meta(record: dict) -> dict:
     return record
 
 
-def _describe(err: ValidationError) -> tuple[str | None, str]:
+def _describe(err: ValidationError) -> tuple[QuarantineKind, str | None, str]:
     errors = err.errors(include_url=False)
     first = errors[0]
     if first["type"] == "json_invalid":
-        return None, f"malformed JSON: {first['ctx'].get('error', first['msg']) if first.get('ctx') else first['msg']}"
+        detail = first["ctx"].get("error", first["msg"]) if first.get("ctx") else first["msg"]
+        return QuarantineKind.MALFORMED_JSON, None, f"malformed JSON: {detail}"
     if first["type"] == "model_type" and not first["loc"]:
-        return None, f"a record must be a JSON object, got {type(first['input']).__name__}"
+        return (QuarantineKind.NOT_AN_OBJECT, None,
+                f"a record must be a JSON object, got {type(first['input']).__name__}")
     parts = [_one_error(e) for e in errors[:_SHOWN_ERRORS]]
     more = f" (and {len(errors) - _SHOWN_ERRORS} more)" if len(errors) > _SHOWN_ERRORS else ""
-    return _loc(first["loc"]), "; ".join(parts) + more
+    return QuarantineKind.INVALID_FIELD, _loc(first["loc"]), "; ".join(parts) + more
 
 
 def _one_error(error: dict) -> str:
@@ -103,14 +102,14 @@ def _oversize_field(record: RunRecord, limit: int) -> tuple[str, int] | None:
     return None
 
 
-def _reject(line: SourceLine, field: str | None, reason: str, limits: Limits,
+def _reject(line: SourceLine, kind: QuarantineKind, field: str | None, reason: str, limits: IngestSettings,
             truncated: bool = False, run_id: str | None = None) -> Rejection:
     raw = line.data.decode("utf-8", errors="replace") if line.data is not None else orjson.dumps(
         line.record, default=str).decode()
     raw = raw.rstrip("\n")
     if len(raw) > limits.max_raw_chars:
         raw, truncated = raw[: limits.max_raw_chars], True
-    return Rejection(line.line_number, field, reason, raw, truncated, run_id or _guess_run_id(line))
+    return Rejection(line.line_number, kind, field, reason, raw, truncated, run_id or _guess_run_id(line))
 
 
 def _guess_run_id(line: SourceLine) -> str | None:

@@ -10,20 +10,21 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from orchrm_dagster.contract.tables import LABELS
-from orchrm_dagster.ingest.flatten import ParquetSink
-from orchrm_dagster.labels.registry import LABELER_VERSIONS, answer_type_for, label_cached
+from orchrm_dagster.contract import LABELS, AnswerType
+from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.labels.registry import LABELER_FOR_TYPE, LABELER_VERSIONS, answer_type_for, label_cached
 from orchrm_dagster.labels.verdict import Verdict
-from orchrm_dagster.storage.root import StorageRoot
+from orchrm_dagster.storage import ParquetSink, StorageRoot
 
 _RUN_COLUMNS = ["run_id", "problem_id", "benchmark", "reference_answer", "final_answer", "error", "is_correct"]
-LABELER_FOR_TYPE = {"math": "math_verify", "qa": "qa_em_f1", "choice": "choice_letter"}
 
 
-@dataclass(frozen=True)
+@engine_config
 class LabelSettings:
-    qa_f1_threshold: float | None = None  # None: a QA answer is correct only on exact match
-    answer_types: dict[str, str] = field(default_factory=dict)  # benchmark -> math | qa | choice, overrides
+    qa_f1_threshold: float | None = Field(
+        default=None, description="Short-answer QA counts as correct at this token F1; unset = exact match only")
+    answer_types: dict[str, AnswerType] = Field(
+        default_factory=dict, description="benchmark -> math | qa | choice, overriding the built-in mapping")
 
 
 @dataclass

@@ -6,6 +6,8 @@ import re
 from functools import lru_cache
 from typing import Sequence
 
+from orchrm_dagster.contract import ANSWER_TYPES
+
 from . import choice_labeler, math_labeler, qa_labeler
 from .extract import answer_tag_content
 from .verdict import Verdict, incorrect
@@ -15,12 +17,11 @@ LABELER_VERSIONS: dict[str, str] = {
     qa_labeler.LABELER: qa_labeler.LABELER_VERSION,
     choice_labeler.LABELER: choice_labeler.LABELER_VERSION,
 }
-_LABELER_FOR_TYPE = {
+LABELER_FOR_TYPE: dict[str, str] = {
     "math": math_labeler.LABELER,
     "qa": qa_labeler.LABELER,
     "choice": choice_labeler.LABELER,
 }
-ANSWER_TYPES = tuple(_LABELER_FOR_TYPE)
 
 _MATH_BENCHMARKS = ("aime", "gsm8k", "math", "deepscaler", "amc", "olympiad")
 _QA_BENCHMARKS = ("hotpotqa", "browsecomp", "nq", "triviaqa", "squad")
@@ -63,9 +64,9 @@ def label_answer(
 
     Raises ValueError only for an unknown answer_type (a caller bug).
     """
-    if answer_type not in _LABELER_FOR_TYPE:
+    if answer_type not in LABELER_FOR_TYPE:
         raise ValueError(f"unknown answer_type {answer_type!r}; expected one of {ANSWER_TYPES}")
-    labeler = _LABELER_FOR_TYPE[answer_type]
+    labeler = LABELER_FOR_TYPE[answer_type]
     if final_answer is None or not str(final_answer).strip():
         return incorrect(labeler, LABELER_VERSIONS[labeler], None, "no final answer")
     if reference is None or not str(reference).strip():

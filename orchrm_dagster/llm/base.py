@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 
@@ -49,24 +49,3 @@ class LLMBackend(Protocol):
     model_id: str
 
     def generate(self, requests: list[ChatRequest]) -> list[Completion]: ...
-
-
-@dataclass
-class TokenTally:
-    """Prompt / completion tokens, added up over many completions."""
-
-    prompt: int = 0
-    completion: int = 0
-    calls: int = 0
-    by_model: dict[str, int] = field(default_factory=dict)
-
-    def add(self, completion: Completion, model_id: str = "") -> None:
-        self.prompt += completion.prompt_tokens
-        self.completion += completion.completion_tokens
-        self.calls += 1
-        if model_id:
-            self.by_model[model_id] = self.by_model.get(model_id, 0) + completion.prompt_tokens + completion.completion_tokens
-
-    @property
-    def total(self) -> int:
-        return self.prompt + self.completion

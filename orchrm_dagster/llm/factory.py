@@ -4,33 +4,33 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 from typing import Literal
 
+from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.base import LLMBackend
 
+BackendKind = Literal["transformers", "openai", "vllm"]
 
-@dataclass(frozen=True)
+
+@engine_config
 class BackendSpec:
-    """Which backend to run and how. ``kind="transformers"`` with ``model=None`` is the embedded SmolLM2.
+    """Which LLM backend to run and how; switching backends is a change of this config, not of code."""
 
-    ``api_key_env`` names the environment variable holding the OpenAI-compatible server's key (read
-    when the backend is built; unset or None: no key). ``dtype`` is for transformers and vLLM;
-    "auto" is float32 on CPU.
-    """
-
-    kind: Literal["transformers", "openai", "vllm"] = "transformers"
-    model: str | None = None
-    gguf_file: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = "OPENAI_API_KEY"
-    max_batch_size: int = 8
-    max_concurrency: int = 8
-    timeout_s: float = 60
-    max_retries: int = 4
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.85
-    dtype: str = "auto"
+    kind: BackendKind = Field(default="transformers", description="transformers | openai | vllm")
+    model: str | None = Field(default=None, description="Model folder or hub id; unset = the embedded SmolLM2 "
+                              "(transformers only)")
+    gguf_file: str | None = Field(default=None, description="A GGUF file inside `model` to load (transformers)")
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server, e.g. http://host:8000/v1")
+    api_key_env: str | None = Field(default="OPENAI_API_KEY", description="Environment variable holding the "
+                                    "server's API key, read when the backend is built (unset: no key)")
+    device: str = Field(default="auto", description="auto | cpu | cuda (transformers; auto = cuda when visible)")
+    dtype: str = Field(default="auto", description="Weights dtype (transformers, vllm); auto = float32 on CPU")
+    max_batch_size: int = Field(default=8, description="Rows per forward pass (transformers)")
+    max_concurrency: int = Field(default=8, description="Requests in flight at once (openai)")
+    timeout_s: float = Field(default=60.0, description="Per-request timeout in seconds (openai)")
+    max_retries: int = Field(default=4, description="Retries with backoff on transient errors (openai)")
+    tensor_parallel_size: int = Field(default=1, description="GPUs one model is split over (vllm)")
+    gpu_memory_utilization: float = Field(default=0.85, description="Share of GPU memory vLLM may take (vllm)")
 
 
 @functools.cache
@@ -39,8 +39,8 @@ def build_backend(spec: BackendSpec) -> LLMBackend:
     if spec.kind == "transformers":
         from orchrm_dagster.llm.transformers_backend import TransformersBackend
 
-        return TransformersBackend(model_path=spec.model, gguf_file=spec.gguf_file, dtype=spec.dtype,
-                                   max_batch_size=spec.max_batch_size)
+        return TransformersBackend(model_path=spec.model, gguf_file=spec.gguf_file, device=spec.device,
+                                   dtype=spec.dtype, max_batch_size=spec.max_batch_size)
     if spec.kind == "openai":
         from orchrm_dagster.llm.openai_backend import OpenAICompatibleBackend
 

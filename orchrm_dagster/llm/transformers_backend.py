@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.llm.base import ChatRequest, Completion, SamplingSettings
 from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
@@ -51,7 +52,7 @@ def load_model(model_path: str, gguf_file: str | None = None, device: str = "aut
 def _load(model_path: str, gguf_file: str | None, device: str, dtype: str) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    device = _resolve_device(device)
+    device = resolve_device(device)
     source = {"gguf_file": gguf_file} if gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(model_path, **source)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=_torch_dtype(dtype, device), **source)
@@ -62,12 +63,6 @@ def _load(model_path: str, gguf_file: str | None, device: str, dtype: str) -> Lo
     stop = frozenset(t for t in [eos, *configured] if t is not None)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     return LoadedModel(model, tokenizer, stop, eos, pad)
-
-
-def _resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
 
 
 def _torch_dtype(dtype: str, device: str) -> torch.dtype | str:

@@ -2,7 +2,6 @@
 
 from orchrm_dagster.mas.agents import (
     AGENTS,
-    ANSWER_FORMATS,
     AgentContext,
     AgentError,
     AgentOutput,
@@ -23,7 +22,6 @@ from orchrm_dagster.mas.retrieval import BM25Retriever, Retriever
 
 __all__ = [
     "AGENTS",
-    "ANSWER_FORMATS",
     "AgentContext",
     "AgentError",
     "AgentOutput",

@@ -13,25 +13,26 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from orchrm_dagster.llm.base import ChatRequest, Completion, LLMBackend, SamplingSettings
+from orchrm_dagster.contract import ANSWER_TYPES
+from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.llm import ChatRequest, Completion, LLMBackend, SamplingSettings
 from orchrm_dagster.mas.answers import majority_index
 from orchrm_dagster.mas.prompts import render_prompt
 from orchrm_dagster.mas.retrieval import Hit, Retriever
-from orchrm_dagster.plans import AgentSpec
-
-ANSWER_FORMATS: tuple[str, ...] = ("math", "qa", "choice")
+from orchrm_dagster.plans import KNOWN_AGENTS, AgentSpec
 
 
-@dataclass(frozen=True)
+@engine_config
 class AgentSettings:
-    sc_samples: int = 5
-    # SCAgent's temperature when the context samples greedily (k greedy samples would all be the same)
-    sc_temperature: float = 0.7
-    debate_roles: tuple[str, ...] = ("Proposer", "Skeptic")  # when the plan gives none
-    debate_rounds: int = 2
-    reflexion_rounds: int = 1
-    search_k: int = 3
-    passage_chars: int = 1500  # each retrieved passage is cut to this many characters in the prompt
+    sc_samples: int = Field(default=5, description="SCAgent: samples per vote")
+    sc_temperature: float = Field(
+        default=0.7, description="SCAgent's temperature when sub-agents decode greedily (greedy samples would agree)")
+    debate_roles: tuple[str, ...] = Field(
+        default=("Proposer", "Skeptic"), description="DebateAgent's roles when the plan gives none")
+    debate_rounds: int = Field(default=2, description="DebateAgent: rounds before the judge decides")
+    reflexion_rounds: int = Field(default=1, description="ReflexionAgent: critic + refine rounds at most")
+    search_k: int = Field(default=3, description="WebSearchAgent: passages retrieved per query")
+    passage_chars: int = Field(default=1500, description="WebSearchAgent: each passage is cut to this many characters")
 
     def __post_init__(self) -> None:
         for name in ("sc_samples", "debate_rounds", "search_k", "passage_chars"):
@@ -54,8 +55,8 @@ class AgentContext:
     deadline: float | None = None  # time.monotonic() after which no new LLM call starts
 
     def __post_init__(self) -> None:
-        if self.answer_format not in ANSWER_FORMATS:
-            raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}, got {self.answer_format!r}")
+        if self.answer_format not in ANSWER_TYPES:
+            raise ValueError(f"answer_format must be one of {ANSWER_TYPES}, got {self.answer_format!r}")
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,9 @@ def clean_query(text: str) -> str:
     return _QUERY_PREFIX.sub("", line).strip().strip("\"'`*").strip()
 
 
+# One class per agent name of the plan format (plans.KNOWN_AGENTS), in its order.
 AGENTS: dict[str, type[SubAgent]] = {
     agent.name: agent for agent in (CoTAgent, SCAgent, DebateAgent, ReflexionAgent, WebSearchAgent)
 }
+if tuple(AGENTS) != KNOWN_AGENTS:
+    raise ImportError(f"sub-agents {tuple(AGENTS)} do not match the plan format's agent names {KNOWN_AGENTS}")

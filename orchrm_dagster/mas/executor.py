@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+from orchrm_dagster.contract import RunErrorKind
 from orchrm_dagster.mas.agents import (
     AGENTS,
     AgentContext,
@@ -34,6 +35,7 @@ class ExecutionResult:
     completion_tokens: int
     error: str | None
     plan_error: str | None  # the PlanError code when the plan does not parse
+    error_kind: RunErrorKind | None = None  # set with `error`
 
     @property
     def ok(self) -> bool:
@@ -51,13 +53,13 @@ class _Run:
     outputs: dict[str, str] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
 
-    def result(self, final_answer: str | None = None, error: str | None = None,
-               plan_error: str | None = None) -> ExecutionResult:
+    def result(self, final_answer: str | None = None, error: str | None = None, plan_error: str | None = None,
+               error_kind: RunErrorKind | None = None) -> ExecutionResult:
         return ExecutionResult(
             final_answer=final_answer, outputs=dict(self.outputs), calls=list(self.calls),
             prompt_tokens=sum(c.prompt_tokens for c in self.calls),
             completion_tokens=sum(c.completion_tokens for c in self.calls),
-            error=error, plan_error=plan_error,
+            error=error, plan_error=plan_error, error_kind=error_kind,
         )
 
 
@@ -72,12 +74,14 @@ def execute_plan(question: str, plan_text: str, ctx: AgentContext, settings: Age
     try:
         plan = parse_plan(plan_text)
         if isinstance(plan, PlanError):
-            return run.result(error=f"plan does not parse: {plan.code}: {plan.message}", plan_error=plan.code)
+            return run.result(error=f"plan does not parse: {plan.code}: {plan.message}", plan_error=plan.code,
+                              error_kind=RunErrorKind.PLAN_UNPARSEABLE)
         if plan.is_direct:
             return run.result(final_answer=plan.direct_answer)
         return _run_agents(question, plan, ctx, settings, timeout_s, run)
     except Exception as exc:  # the last line of defence: a bug must not cost the caller the whole batch
-        return run.result(error=f"executor failed: {type(exc).__name__}: {exc}")
+        return run.result(error=f"executor failed: {type(exc).__name__}: {exc}",
+                          error_kind=RunErrorKind.EXECUTOR_FAILED)
 
 
 def _run_agents(question: str, plan: Plan, ctx: AgentContext, settings: AgentSettings,
@@ -86,18 +90,20 @@ def _run_agents(question: str, plan: Plan, ctx: AgentContext, settings: AgentSet
     for position, agent_id in enumerate(plan.topological_order()):
         spec = plan.agent(agent_id)
         if deadline is not None and time.monotonic() >= deadline:
-            return run.result(error=_timeout_message(timeout_s, agent_id))
+            return run.result(error=_timeout_message(timeout_s, agent_id), error_kind=RunErrorKind.TIMEOUT)
         agent_ctx = replace(ctx, seed=offset_seed(ctx.seed, position * SEED_STRIDE), deadline=deadline)
         try:
             output = _run_agent(question, spec, agent_ctx, settings, run.outputs)
         except AgentTimeout as exc:
             run.calls += exc.calls
-            return run.result(error=_timeout_message(timeout_s, agent_id))
+            return run.result(error=_timeout_message(timeout_s, agent_id), error_kind=RunErrorKind.TIMEOUT)
         except AgentError as exc:
             run.calls += exc.calls
-            return run.result(error=f"agent {agent_id} ({spec.agent_name}) failed: {exc}")
+            return run.result(error=f"agent {agent_id} ({spec.agent_name}) failed: {exc}",
+                              error_kind=RunErrorKind.AGENT_FAILED)
         except Exception as exc:
-            return run.result(error=f"agent {agent_id} ({spec.agent_name}) failed: {type(exc).__name__}: {exc}")
+            return run.result(error=f"agent {agent_id} ({spec.agent_name}) failed: {type(exc).__name__}: {exc}",
+                              error_kind=RunErrorKind.AGENT_FAILED)
         run.calls += output.calls
         run.outputs[agent_id] = output.text
     return run.result(final_answer=run.outputs[plan.sink])

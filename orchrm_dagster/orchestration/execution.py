@@ -13,21 +13,11 @@ from pathlib import Path
 
 import orjson
 
-from orchrm_dagster.contract.record import CONTRACT_VERSION
-from orchrm_dagster.llm.base import LLMBackend, SamplingSettings
-from orchrm_dagster.llm.coalescing import CoalescingBackend
-from orchrm_dagster.mas.agents import AgentContext, AgentSettings
-from orchrm_dagster.mas.executor import ExecutionResult, execute_plan
+from orchrm_dagster.contract import CONTRACT_VERSION, RunErrorKind
+from orchrm_dagster.llm import CoalescingBackend, LLMBackend, SamplingSettings
+from orchrm_dagster.mas import AgentContext, ExecutionResult, execute_plan
 from orchrm_dagster.orchestration.sampling import PlanSample
-
-
-@dataclass(frozen=True)
-class ExecutionSettings:
-    subagent_temperature: float = 0.0
-    subagent_max_new_tokens: int = 192
-    plan_timeout_s: float | None = 300.0
-    agents: AgentSettings = AgentSettings()
-    concurrent_plans: int = 8  # plans executed at once; their sub-agent calls share batches
+from orchrm_dagster.orchestration.settings import ExecutionSettings
 
 
 @dataclass
@@ -46,6 +36,7 @@ def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_mode
     sub_prompt = result.prompt_tokens if result else 0
     sub_completion = result.completion_tokens if result else 0
     error = sample.plan_error if result is None else (result.error or None)
+    error_kind = sample.plan_error_kind if result is None else result.error_kind
     return {
         "run_id": sample.run_id, "problem_id": sample.problem_id, "benchmark": sample.benchmark,
         "question": sample.question,
@@ -59,14 +50,16 @@ def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_mode
         "created_at": datetime.now(timezone.utc).isoformat(),
         "meta": {"contract": CONTRACT_VERSION, "orchestrator_model": sample.orchestrator_model,
                  "subagent_model": subagent_model, "grammar": sample.grammar, "seed": sample.seed,
-                 "plan_error": _plan_error_code(sample, result)},
+                 "plan_error": _plan_error_code(sample, result),
+                 "error_kind": RunErrorKind(error_kind).value if error_kind else None},
     }
 
 
 def _plan_error_code(sample: PlanSample, result: ExecutionResult | None) -> str | None:
+    """The PlanError code of an unparseable plan, or the kind of a generation that failed."""
     if result is not None and result.plan_error:
         return result.plan_error
-    return sample.plan_error.split(":", 1)[0] if sample.plan_error else None
+    return sample.plan_error_code
 
 
 def finished_run_ids(partial: Path) -> set[str]:
@@ -129,7 +122,7 @@ def _execute_as_worker(sample: PlanSample, backend: LLMBackend, settings: Execut
 
 
 def _execute(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings) -> ExecutionResult | None:
-    if not sample.plan_parses and sample.plan_error and sample.plan_error.startswith("generation failed"):
+    if sample.plan_error_kind == RunErrorKind.GENERATION_FAILED:
         return None
     ctx = AgentContext(
         backend=backend,

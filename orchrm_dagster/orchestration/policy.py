@@ -2,31 +2,38 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from dataclasses import dataclass, field, replace
-from typing import Literal
 
-from orchrm_dagster.llm.factory import BackendSpec
-
-PolicyKind = Literal["base", "specialized", "checkpoint"]
+from orchrm_dagster.contract import PolicyKind
+from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.llm import BackendKind, BackendSpec
 
 
-@dataclass(frozen=True)
+@engine_config
 class PolicySpec:
-    name: str
-    kind: PolicyKind = "base"
-    backend: BackendSpec = field(default_factory=BackendSpec)
-    prompt: str = "orchestrator"  # a prompt file in orchrm_dagster/mas/prompts/
-    checkpoint_path: str | None = None  # a fine-tuned orchestrator; replaces backend.model
-    step: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 640
-    grammar: bool = True  # constrain plans to the plan grammar (xgrammar)
-    max_agents: int = 3
+    """One orchestrator policy. Its backend is the sub-agents' backend (the `llm` resource) with the fields set
+    here replacing theirs, so a policy names only what differs."""
 
-    def resolved_backend(self) -> BackendSpec:
-        return replace(self.backend, model=self.checkpoint_path) if self.checkpoint_path else self.backend
+    name: str = Field(description="Partition key of the `policies` dimension; part of every run_id")
+    kind: PolicyKind = Field(default="base", description="base | specialized | checkpoint (the pair rules use it)")
+    backend_kind: BackendKind | None = Field(default=None, description="Overrides the llm resource's backend kind")
+    model: str | None = Field(default=None, description="Overrides the llm resource's model")
+    base_url: str | None = Field(default=None, description="Overrides the llm resource's base_url")
+    prompt: str = Field(default="orchestrator", description="A prompt file in orchrm_dagster/mas/prompts/")
+    checkpoint_path: str | None = Field(
+        default=None, description="A fine-tuned orchestrator's folder; replaces the model")
+    step: int | None = Field(default=None, description="Training step of a checkpoint policy")
+    temperature: float = Field(default=1.0, description="Sampling temperature of plans")
+    top_p: float = Field(default=1.0, description="Nucleus sampling of plans")
+    max_new_tokens: int = Field(default=640, description="Token budget of one plan (the grammar fits within it)")
+    grammar: bool = Field(default=True, description="Constrain plans to the plan grammar (xgrammar)")
+    max_agents: int = Field(default=3, description="Most sub-agents a plan may use")
+
+    def backend_spec(self, subagent_backend: BackendSpec) -> BackendSpec:
+        """The backend this policy samples plans from."""
+        overrides = {"kind": self.backend_kind, "model": self.checkpoint_path or self.model, "base_url": self.base_url}
+        return dataclasses.replace(subagent_backend, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def sample_seed(seed: int, problem_id: str, sample_index: int) -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchrm_dagster.llm.base import ChatRequest, LLMBackend, SamplingSettings
-from orchrm_dagster.mas.prompts import render_prompt
+from orchrm_dagster.contract import AnswerType, RunErrorKind
+from orchrm_dagster.llm import ChatRequest, LLMBackend, SamplingSettings
+from orchrm_dagster.mas import render_prompt
 from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
-from orchrm_dagster.plans import PlanError, parse_plan, plan_grammar_ebnf
-from orchrm_dagster.plans.grammar import TextBounds
+from orchrm_dagster.plans import PlanError, TextBounds, parse_plan, plan_grammar_ebnf
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Problem:
     benchmark: str
     question: str
     answer: str | None
-    answer_type: str  # math | qa | choice
+    answer_type: AnswerType
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class PlanSample:
     plan_logprob: float | None
     plan_parses: bool
     plan_error: str | None  # the parse error, or the generation error
+    plan_error_code: str | None  # PlanError.code when the plan does not parse
+    plan_error_kind: str | None  # RunErrorKind when the plan cannot be executed
     grammar: bool
     orchestrator_prompt_tokens: int
     orchestrator_completion_tokens: int
@@ -65,18 +67,18 @@ def sample_plans(policy: PolicySpec, backend: LLMBackend, problems: list[Problem
 
 def _sample(policy, backend, problem: Problem, index: int, seed: int, completion) -> PlanSample:
     parsed = parse_plan(completion.text) if completion.error is None else None
+    plan_error = plan_error_code = plan_error_kind = None
     if completion.error is not None:
-        plan_error = f"generation failed: {completion.error}"
+        plan_error, plan_error_kind = f"generation failed: {completion.error}", RunErrorKind.GENERATION_FAILED.value
     elif isinstance(parsed, PlanError):
-        plan_error = str(parsed)
-    else:
-        plan_error = None
+        plan_error, plan_error_code, plan_error_kind = str(parsed), parsed.code, RunErrorKind.PLAN_UNPARSEABLE.value
     return PlanSample(
         run_id=run_id_for(policy, problem.problem_id, seed, index), problem_id=problem.problem_id,
         benchmark=problem.benchmark, question=problem.question, reference_answer=problem.answer,
         answer_type=problem.answer_type, policy_name=policy.name, policy_kind=policy.kind, policy_step=policy.step,
         orchestrator_model=backend.model_id, sample_index=index, seed=sample_seed(seed, problem.problem_id, index),
         plan=completion.text, plan_logprob=completion.mean_logprob, plan_parses=plan_error is None,
-        plan_error=plan_error, grammar=policy.grammar, orchestrator_prompt_tokens=completion.prompt_tokens,
+        plan_error=plan_error, plan_error_code=plan_error_code, plan_error_kind=plan_error_kind, grammar=policy.grammar,
+        orchestrator_prompt_tokens=completion.prompt_tokens,
         orchestrator_completion_tokens=completion.completion_tokens,
     )

@@ -1,4 +1,4 @@
-"""Plan samples as Parquet, and the problems a sampling run draws from."""
+"""Plan samples as Parquet (one folder per (benchmark, policy) partition), and the problems sampling draws from."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchrm_dagster.contract import ORCHESTRATION_SAMPLES
 from orchrm_dagster.orchestration.sampling import PlanSample, Problem
-from orchrm_dagster.problems import load_problems, problem_sources
-from orchrm_dagster.storage.root import StorageRoot, batch_id_for
+from orchrm_dagster.problems import problem_table
+from orchrm_dagster.storage import StorageRoot, batch_id_for
 
 SAMPLES_TABLE = "orchestration_samples"
 
@@ -20,27 +21,32 @@ def partition_folder(partition_key: str) -> str:
     return batch_id_for(partition_key)
 
 
+def execution_batch_name(partition_key: str) -> str:
+    """The landing-zone file the executed runs of one (benchmark, policy) partition land as."""
+    return f"mas-{partition_folder(partition_key)}.jsonl"
+
+
 def read_samples(root: StorageRoot, partition_key: str) -> list[PlanSample]:
+    names = {f.name for f in dataclasses.fields(PlanSample)}
     samples = []
     for part in root.batch_files(SAMPLES_TABLE, partition_folder(partition_key)):
         with root.fs.open(part, "rb") as src:
-            samples += [PlanSample(**row) for row in pq.read_table(src).to_pylist()]
+            samples += [PlanSample(**{k: v for k, v in row.items() if k in names})
+                        for row in pq.read_table(src).to_pylist()]
     return samples
 
 
 def write_samples(root: StorageRoot, partition_key: str, samples: list[PlanSample]) -> None:
-    table = pa.Table.from_pylist([dataclasses.asdict(s) for s in samples])
+    table = pa.Table.from_pylist([dataclasses.asdict(s) for s in samples], schema=ORCHESTRATION_SAMPLES)
     with tempfile.TemporaryDirectory() as staging:
         path = str(Path(staging, "samples.parquet"))
         pq.write_table(table, path, compression="zstd")
         root.replace_batch(SAMPLES_TABLE, partition_folder(partition_key), [path])
 
 
-def select_problems(root: StorageRoot, benchmark: str, limit: int, problem_ids: list[str]) -> list[Problem]:
+def select_problems(root: StorageRoot, benchmark: str, limit: int, problem_ids: tuple[str, ...] = ()) -> list[Problem]:
     """The first `limit` problems of a benchmark in file order, or exactly `problem_ids` when given."""
-    path = root.table_file("problems")
-    table = root.read_table(path) if root.exists(path) else load_problems(problem_sources([])).table
-    rows = [r for r in table.to_pylist() if r["benchmark"] == benchmark]
+    rows = [r for r in problem_table(root).to_pylist() if r["benchmark"] == benchmark]
     if not rows:
         raise ValueError(f"no problems of benchmark {benchmark!r}; materialize `problems` (with extra_files) first")
     if problem_ids:
@@ -52,3 +58,8 @@ def select_problems(root: StorageRoot, benchmark: str, limit: int, problem_ids: 
     else:
         rows = rows[:limit]
     return [Problem(r["problem_id"], r["benchmark"], r["question"], r["answer"], r["answer_type"]) for r in rows]
+
+
+def benchmarks_available(root: StorageRoot) -> list[str]:
+    """Every benchmark of the problems table (or of the shipped benchmarks before it is materialized)."""
+    return sorted(set(problem_table(root, ["benchmark"]).column("benchmark").to_pylist()))

@@ -1,15 +1,17 @@
-"""Win-lose plan pairs for the reward model (pure Python + DuckDB SQL, no Dagster)."""
+"""Win-lose plan pairs for the reward model: DuckDB builds them set-based, Polars mixes and assembles texts."""
 
-from .build import PAIRS, PairStats, build_pairs
-from .published import IMPORTED_PAIRS, ImportedPairs, export_published, import_published
+from .build import PairStats, build_pairs, mix_sources
+from .mix import MixCheck, mix_within_tolerance
+from .published import ImportedPairs, export_published, import_published, normalise_source
 from .rules import (CORRECT_OVER_INCORRECT, SOURCES, SPECIALIZED_OVER_BASE, SPLITS, TRAIN, VALIDATION, PairRules,
-                    pair_id, sample_rank, split_for)
-from .texts import PAIR_TEXTS_SQL, pair_texts, pair_texts_sql
+                    pair_id, plan_salt, rank_from_salts, sample_rank, split_for)
+from .table import PairsOutcome, build_pairs_table, load_rules, save_rules, training_pair_texts
+from .texts import PAIR_TEXT_COLUMNS, pair_texts
 
 __all__ = [
-    "PairRules", "PairStats", "build_pairs", "PAIRS",
-    "ImportedPairs", "IMPORTED_PAIRS", "export_published", "import_published",
-    "PAIR_TEXTS_SQL", "pair_texts_sql", "pair_texts",
-    "SPECIALIZED_OVER_BASE", "CORRECT_OVER_INCORRECT", "SOURCES", "TRAIN", "VALIDATION", "SPLITS",
-    "pair_id", "split_for", "sample_rank",
+    "CORRECT_OVER_INCORRECT", "ImportedPairs", "MixCheck", "PAIR_TEXT_COLUMNS", "PairRules", "PairStats",
+    "PairsOutcome", "SOURCES", "SPECIALIZED_OVER_BASE", "SPLITS", "TRAIN", "VALIDATION", "build_pairs",
+    "build_pairs_table", "export_published", "import_published", "load_rules", "mix_sources", "mix_within_tolerance",
+    "normalise_source", "pair_id", "pair_texts", "plan_salt", "rank_from_salts", "sample_rank", "save_rules",
+    "split_for", "training_pair_texts",
 ]

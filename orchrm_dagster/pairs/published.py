@@ -8,93 +8,75 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import duckdb
 import orjson
-import pyarrow as pa
+import polars as pl
 
-import sql
-from orchrm_dagster.ingest.flatten import plan_hash
-from orchrm_dagster.pairs.build import build_settings, duckdb_settings
+from orchrm_dagster.contract import IMPORTED_PAIRS, plan_hash
 from orchrm_dagster.pairs.rules import PairRules, pair_id, split_for
+from orchrm_dagster.pairs.texts import pair_texts
 
 PUBLISHED_FIELDS = ("input", "chosen", "rejected", "source")
-
-IMPORTED_PAIRS = pa.schema(
-    [
-        ("pair_id", pa.string()),
-        ("problem_id", pa.string()),
-        ("question", pa.string()),
-        ("chosen_plan", pa.string()),
-        ("rejected_plan", pa.string()),
-        ("chosen_plan_hash", pa.string()),
-        ("rejected_plan_hash", pa.string()),
-        ("source", pa.string()),
-        ("split", pa.string()),
-    ]
-)
+_IMPORTED_SCHEMA = pl.from_arrow(IMPORTED_PAIRS.empty_table()).schema
 
 
 @dataclass(frozen=True)
 class ImportedPairs:
-    table: pa.Table  # IMPORTED_PAIRS rows, in file order
+    table: pl.DataFrame  # IMPORTED_PAIRS rows, in file order
     rejected: list[str]  # "file:line: reason" for every line that was skipped
 
 
-def export_published(con: duckdb.DuckDBPyConnection, pairs_path: str, out_jsonl: str, *,
-                     memory_limit: str | None = None) -> int:
-    """Write the pairs file at pairs_path as published records, texts from the `runs` relation; returns the
-    count. Line order is unspecified (keeping it would hold every plan text in memory); settings as build_pairs."""
-    query = sql.load("pairs_export_published", pairs=sql.literal(pairs_path), out=sql.literal(out_jsonl))
-    with duckdb_settings(con, build_settings(memory_limit)):
-        return con.execute(query).fetchall()[0][0]
+def export_published(pairs: pl.LazyFrame, runs: pl.LazyFrame, out_jsonl: str) -> int:
+    """Write the pairs as published records, texts from `runs`; returns the count. Line order is unspecified."""
+    records = pair_texts(pairs, runs).select(
+        pl.col("question").alias("input"), pl.col("chosen_plan").alias("chosen"),
+        pl.col("rejected_plan").alias("rejected"), "source")
+    records.sink_ndjson(out_jsonl, maintain_order=False)
+    ids = runs.select("run_id")
+    return (pairs.join(ids, left_on="chosen_run_id", right_on="run_id", how="semi")
+            .join(ids, left_on="rejected_run_id", right_on="run_id", how="semi")
+            .select(pl.len()).collect().item())
 
 
 def import_published(path: str, rules: PairRules, batch_rows: int = 10_000) -> ImportedPairs:
-    """Read published records; a problem is identified by the hash of its input (whitespace-normalised),
-    and split by the same rule as built pairs. A repeated (input, chosen, rejected, source) is kept once."""
-    batches: list[pa.RecordBatch] = []
-    rows: list[dict[str, str]] = []
+    """Read published records; a problem is identified by the hash of its input (whitespace-normalised), and split
+    by the same rule as built pairs. A repeated (input, chosen, rejected, source) is kept once, at its first line."""
     rejected: list[str] = []
-    first_line: dict[tuple[str, str], int] = {}  # (pair_id, source) -> line kept
+    frames: list[pl.DataFrame] = []
+    batch: list[tuple] = []
     with open(path, "rb") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
-            row = _imported_row(line, rules)
-            if isinstance(row, dict) and (row["pair_id"], row["source"]) in first_line:
-                row = f"duplicate of line {first_line[row['pair_id'], row['source']]}"
-            if isinstance(row, str):
-                rejected.append(f"{path}:{number}: {row}")
+            record = _published_record(line)
+            if isinstance(record, str):
+                rejected.append(f"{path}:{number}: {record}")
                 continue
-            first_line[row["pair_id"], row["source"]] = number
-            rows.append(row)
-            if len(rows) == batch_rows:  # Arrow holds the texts compactly; Python objects only for one batch
-                batches.append(pa.RecordBatch.from_pylist(rows, schema=IMPORTED_PAIRS))
-                rows = []
-    batches.append(pa.RecordBatch.from_pylist(rows, schema=IMPORTED_PAIRS))
-    return ImportedPairs(pa.Table.from_batches(batches, schema=IMPORTED_PAIRS), rejected)
+            batch.append((number, *(record[name] for name in PUBLISHED_FIELDS)))
+            if len(batch) == batch_rows:  # texts are held compactly in Arrow; Python objects only for one batch
+                frames.append(_imported_rows(batch, rules, rejected, path))
+                batch = []
+    frames.append(_imported_rows(batch, rules, rejected, path))
+    table = pl.concat(frames).with_columns(first=pl.col("line").min().over("pair_id", "source"))
+    duplicates = table.filter(pl.col("line") != pl.col("first")).select("line", "first")
+    rejected += [f"{path}:{line}: duplicate of line {first}" for line, first in duplicates.iter_rows()]
+    rejected.sort(key=lambda message: int(message[len(path) + 1:].split(":", 1)[0]))
+    kept = table.filter(pl.col("line") == pl.col("first")).sort("line")
+    return ImportedPairs(kept.select(_IMPORTED_SCHEMA.names()), rejected)
 
 
-def _imported_row(line: bytes, rules: PairRules) -> dict[str, str] | str:
-    """The row of one published line, or why the line is skipped."""
-    record = _published_record(line)
-    if isinstance(record, str):
-        return record
-    chosen_hash, rejected_hash = plan_hash(record["chosen"]), plan_hash(record["rejected"])
-    if chosen_hash == rejected_hash:
-        return "chosen and rejected are the same plan (up to whitespace)"
-    problem_id = plan_hash(record["input"])
-    return {
-        "pair_id": pair_id(problem_id, chosen_hash, rejected_hash),
-        "problem_id": problem_id,
-        "question": record["input"],
-        "chosen_plan": record["chosen"],
-        "rejected_plan": record["rejected"],
-        "chosen_plan_hash": chosen_hash,
-        "rejected_plan_hash": rejected_hash,
-        "source": normalise_source(record["source"]),
-        "split": split_for(problem_id, rules),
-    }
+def _imported_rows(batch: list[tuple], rules: PairRules, rejected: list[str], path: str) -> pl.DataFrame:
+    """IMPORTED_PAIRS rows (plus `line`) of one batch of valid records; a record whose plans are the same up to
+    whitespace is reported in `rejected` and left out."""
+    rows = []
+    for number, question, chosen, rejected_plan, source in batch:
+        chosen_hash, rejected_hash = plan_hash(chosen), plan_hash(rejected_plan)
+        if chosen_hash == rejected_hash:
+            rejected.append(f"{path}:{number}: chosen and rejected are the same plan (up to whitespace)")
+            continue
+        problem_id = plan_hash(question)
+        rows.append((number, pair_id(problem_id, chosen_hash, rejected_hash), problem_id, question, chosen,
+                     rejected_plan, chosen_hash, rejected_hash, normalise_source(source), split_for(problem_id, rules)))
+    return pl.DataFrame(rows, schema={"line": pl.Int64, **_IMPORTED_SCHEMA}, orient="row")
 
 
 def _published_record(line: bytes) -> dict[str, str] | str:
@@ -117,4 +99,3 @@ def _published_record(line: bytes) -> dict[str, str] | str:
 def normalise_source(source: str) -> str:
     """'Specialized-over-base' and 'specialized_over_base' are the same source."""
     return re.sub(r"[^a-z0-9]+", "_", source.strip().lower()).strip("_")
-

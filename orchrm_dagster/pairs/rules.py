@@ -7,7 +7,8 @@ the pandas baseline check it against, and what importing published pairs uses.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+
+from orchrm_dagster.engine_config import Field, engine_config
 
 SPECIALIZED_OVER_BASE = "specialized_over_base"
 CORRECT_OVER_INCORRECT = "correct_over_incorrect"
@@ -23,14 +24,16 @@ _REJECTED_MULTIPLIER = 0x85EBCA6B  # 2246822507
 _RANK_MULTIPLIER = 0xC2B2AE3D  # 3266489917
 
 
-@dataclass(frozen=True)
+@engine_config
 class PairRules:
-    specialized_per_problem: int = 12
-    correct_per_problem: int = 4
-    mix_specialized: int = 3
-    mix_correct: int = 1
-    validation_fraction: float = 0.10
-    seed: int = 0
+    specialized_per_problem: int = Field(default=12, description="Cap of specialized-over-base pairs per problem")
+    correct_per_problem: int = Field(default=4, description="Cap of correct-over-incorrect pairs per problem")
+    mix_specialized: int = Field(default=3, description="Specialized-over-base share of the mix (the paper: 3)")
+    mix_correct: int = Field(default=1, description="Correct-over-incorrect share of the mix (the paper: 1)")
+    validation_fraction: float = Field(default=0.10, description="Share of problems whose pairs validate")
+    seed: int = Field(default=0, description="Seeds which pairs the caps keep")
+    import_files: tuple[str, ...] = Field(default=(), description="Pairs in the published OrchRM format (JSONL: "
+                                          "input, chosen, rejected, source) to train on as well")
 
     def __post_init__(self) -> None:
         if min(self.specialized_per_problem, self.correct_per_problem) < 1:

@@ -1,28 +1,21 @@
-"""The query reward-model training reads: every pair with its question and both plan texts."""
+"""What reward-model training reads: every pair with its question and both plan texts (Polars, lazy)."""
 
 from __future__ import annotations
 
-import duckdb
+import polars as pl
 
-import sql
-
-# The template: `$imported` takes the optional part that adds the `imported_pairs` relation.
-PAIR_TEXTS_SQL = sql.load("pair_texts")
+PAIR_TEXT_COLUMNS = ("pair_id", "problem_id", "split", "source", "question", "chosen_plan", "rejected_plan")
 
 
-def pair_texts_sql(include_imported: bool) -> str:
-    """(pair_id, split, source, question, chosen_plan, rejected_plan) over the relations `pairs` and `runs`,
-    plus `imported_pairs` when include_imported."""
-    return sql.load("pair_texts", imported=sql.load("pair_texts_imported") if include_imported else "")
-
-
-def pair_texts(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-    """The pair texts of `con`, with imported pairs when it has an `imported_pairs` table or view.
-
-    The joins carry plan texts: at scale, read it with preserve_insertion_order off (or a memory_limit),
-    as export_published does, so DuckDB may spill instead of keeping every text in order."""
-    return con.sql(pair_texts_sql(include_imported=relation_exists(con, "imported_pairs")))
-
-
-def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return con.execute(sql.load("pairs_relation_exists"), {"name": name}).fetchall()[0][0]
+def pair_texts(pairs: pl.LazyFrame, runs: pl.LazyFrame, imported: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """Each built pair with the question and the plans of its chosen and rejected runs (a pair whose runs are
+    gone is left out), plus the imported published pairs when given."""
+    texts = runs.select("run_id", "question", "plan")
+    built = (pairs.select("pair_id", "problem_id", "split", "source", "chosen_run_id", "rejected_run_id")
+             .join(texts.rename({"run_id": "chosen_run_id", "plan": "chosen_plan"}), on="chosen_run_id")
+             .join(texts.select("run_id", "plan").rename({"run_id": "rejected_run_id", "plan": "rejected_plan"}),
+                   on="rejected_run_id")
+             .select(PAIR_TEXT_COLUMNS))
+    if imported is None:
+        return built
+    return pl.concat([built, imported.select(PAIR_TEXT_COLUMNS)])

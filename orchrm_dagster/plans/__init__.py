@@ -1,6 +1,6 @@
 """MAS-Orchestra orchestration plans: typed model, parser/renderer, decoding grammar (pure Python)."""
 
-from orchrm_dagster.plans.grammar import plan_grammar_ebnf
+from orchrm_dagster.plans.grammar import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.plans.model import (
     AGENT_ID_RE,
     KNOWN_AGENTS,
@@ -20,6 +20,7 @@ __all__ = [
     "KNOWN_AGENTS",
     "PLAN_ERROR_CODES",
     "REFERENCE_RE",
+    "TextBounds",
     "AgentSpec",
     "Plan",
     "PlanError",

@@ -8,8 +8,19 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
+    "MODEL_SUBDIR": "checkpoints",
+    "PAIR_PROBLEMS_FILE": "lifecycle",
     "PairTexts": "data",
     "RMTrainConfig": "config",
+    "ScoringReport": "lifecycle",
+    "ScoringSettings": "config",
+    "TrainingOutcome": "lifecycle",
+    "checkpoint_table": "lifecycle",
+    "checkpoints_dir": "lifecycle",
+    "read_champion": "lifecycle",
+    "score_runs": "lifecycle",
+    "train_new_version": "lifecycle",
+    "train_on_current_pairs": "lifecycle",
     "RewardScorer": "score",
     "TrainResult": "train",
     "build_manifest": "checkpoints",

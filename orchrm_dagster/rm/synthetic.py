@@ -10,9 +10,9 @@ from __future__ import annotations
 import itertools
 import random
 
-from orchrm_dagster.benchmarks import load_shipped
+from orchrm_dagster.problems import load_shipped
 from orchrm_dagster.rm.data import PairTexts
-from orchrm_dagster.synthetic import render_plan
+from orchrm_dagster.synthetic import random_plan_text
 
 WINNING_AGENT = "DebateAgent"
 _FIRST_AGENT = "<agent_id>1</agent_id>\n<agent_name>"
@@ -23,7 +23,7 @@ def first_agent_wins(plan: str) -> bool:
 
 
 def synthetic_pairs(n: int, seed: int = 0, min_agents: int = 2, max_agents: int = 4) -> PairTexts:
-    """n pairs over varied GSM8K questions; pair i draws its plans from render_plan(random.Random(...), n_agents)."""
+    """n pairs over varied GSM8K questions; pair i draws its plans from random_plan_text(random.Random(...), n_agents)."""
     questions = [problem["question"] for problem in load_shipped("gsm8k_test")]
     plan_seeds = itertools.count(seed * 1_000_003)
     rows = []
@@ -39,7 +39,7 @@ def synthetic_pairs(n: int, seed: int = 0, min_agents: int = 2, max_agents: int 
 
 def _next_plan(plan_seeds, n_agents: int, wins: bool) -> str:
     for plan_seed in plan_seeds:
-        plan = render_plan(random.Random(plan_seed), n_agents)
+        plan = random_plan_text(random.Random(plan_seed), n_agents)
         if first_agent_wins(plan) == wins:
             return plan
     raise AssertionError("unreachable")

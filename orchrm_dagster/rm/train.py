@@ -25,12 +25,13 @@ from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
 from trl import RewardConfig, RewardTrainer
 
-from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, resolve_device, use_bf16
+from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.rm.checkpoints import MODEL_SUBDIR
+from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, use_bf16
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
 from orchrm_dagster.rm.template import encode
 
-MODEL_SUBDIR = "model"
 RUN_KEY_FILE = "run_key.json"
 ADDED_PAD_TOKEN = "<|rm_pad|>"
 
@@ -55,7 +56,7 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
     (backbone, max_length, batch_size, seed) are the same. Otherwise stale checkpoints are removed first.
     """
     if len(train) == 0:
-        raise ValueError("no training pairs")
+        raise ValueError("no training pairs: ingest runs from more than one policy kind, or with labels, first")
     device = resolve_device(config.device)
     checkpoint = _checkpoint_to_resume(output_dir, _run_key(train, config), resume)
     with _torch_threads(config.num_threads):

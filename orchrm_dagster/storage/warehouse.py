@@ -9,7 +9,7 @@ import duckdb
 from filelock import FileLock
 
 import sql
-from orchrm_dagster.catalog import PARTITIONED_TABLES, WAREHOUSE_TABLES
+from orchrm_dagster.contract import PARTITIONED_TABLES, WAREHOUSE_TABLES
 from orchrm_dagster.storage.root import StorageRoot
 
 _LOCK_WAIT_S = 120.0

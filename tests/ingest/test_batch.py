@@ -30,10 +30,12 @@ def test_good_lines_land_and_bad_lines_are_quarantined_with_reasons(tmp_path, st
     assert (report.lines_read, report.runs_written, report.quarantined) == (15, 12, 3)
     assert counts(storage_root)["runs"] == 12
     with Warehouse(storage_root).connect() as con:
-        rows = con.execute("select line_number, field, reason from quarantine order by line_number").fetchall()
+        rows = con.execute("select line_number, field, reason, kind from quarantine order by line_number").fetchall()
     assert rows[0][0] == 3 and "malformed JSON" in rows[0][2] and rows[0][2].startswith("batch_a.jsonl:3:")
     assert rows[1][:2] == (6, "policy.kind")
     assert rows[2][0] == 15 and "first seen on line 7" in rows[2][2]
+    assert [row[3] for row in rows] == ["malformed_json", "invalid_field", "duplicate_in_file"]
+    assert report.reasons == {"malformed_json": 1, "invalid_field: policy.kind": 1, "duplicate_in_file": 1}
 
 
 def test_reingesting_the_same_file_changes_no_count(tmp_path, storage_root, good_records):
@@ -49,7 +51,7 @@ def test_overlapping_batch_adds_only_new_runs(tmp_path, storage_root, good_recor
     ingest_batch(storage_root, first.batch_id, first.path)
     second = storage_root.land(write_lines(tmp_path / "two.jsonl", good_records[4:]))
     report = ingest_batch(storage_root, second.batch_id, second.path)
-    assert report.runs_written == 4 and report.reasons["run_id already ingested"] == 4
+    assert report.runs_written == 4 and report.reasons["already_ingested"] == 4
     assert counts(storage_root)["runs"] == 12
     with Warehouse(storage_root).connect() as con:
         assert con.execute("select count(distinct run_id) from runs").fetchone()[0] == 12
@@ -73,7 +75,7 @@ def test_subagent_calls_and_flattened_fields(tmp_path, storage_root, good_record
 
 
 def test_plan_hash_ignores_whitespace_only():
-    from orchrm_dagster.ingest.flatten import plan_hash
+    from orchrm_dagster.contract import plan_hash
 
     assert plan_hash("<agent>\n  <agent_id>1</agent_id></agent>") == plan_hash("<agent> <agent_id>1</agent_id></agent>")
     assert plan_hash("<agent_id>1</agent_id>") != plan_hash("<agent_id>2</agent_id>")
@@ -87,7 +89,7 @@ def test_parquet_batch_is_ingested_like_jsonl(tmp_path, storage_root, good_recor
     landed = storage_root.land(path)
     report = ingest_batch(storage_root, landed.batch_id, landed.path)
     assert (report.runs_written, report.quarantined) == (4, 1)
-    assert report.reasons == {"policy.kind": 1}
+    assert report.reasons == {"invalid_field: policy.kind": 1}
 
 
 def test_empty_warehouse_tables_are_queryable(storage_root):

@@ -3,9 +3,10 @@ import pytest
 
 from orchrm_dagster.contract.record import RunRecord
 from orchrm_dagster.ingest.reader import SourceLine
-from orchrm_dagster.ingest.validate import Limits, Rejection, validate_line
+from orchrm_dagster.contract import QuarantineKind
+from orchrm_dagster.ingest import IngestSettings, Rejection, validate_line
 
-LIMITS = Limits(max_record_bytes=10_000, max_field_chars=500, max_raw_chars=200)
+LIMITS = IngestSettings(max_record_bytes=10_000, max_field_chars=500, max_raw_chars=200)
 
 
 def record(**changes):
@@ -37,7 +38,7 @@ def test_valid_minimal_record():
 def test_mistyped_or_missing_fields_name_the_field(changes, field, words):
     outcome = check(orjson.dumps(record(**changes)))
     assert isinstance(outcome, Rejection)
-    assert outcome.field == field
+    assert outcome.field == field and outcome.kind == QuarantineKind.INVALID_FIELD
     assert words in outcome.reason
     assert outcome.line_number == 7
 
@@ -45,13 +46,14 @@ def test_mistyped_or_missing_fields_name_the_field(changes, field, words):
 def test_malformed_json_keeps_the_raw_text():
     outcome = check(b'{"run_id": "r1", "plan": "<agent>')
     assert isinstance(outcome, Rejection)
-    assert outcome.reason.startswith("malformed JSON")
+    assert outcome.reason.startswith("malformed JSON") and outcome.kind == QuarantineKind.MALFORMED_JSON
     assert outcome.raw == '{"run_id": "r1", "plan": "<agent>'
 
 
 def test_non_object_line():
     outcome = check(b"[1, 2, 3]")
     assert isinstance(outcome, Rejection) and "JSON object" in outcome.reason
+    assert outcome.kind == QuarantineKind.NOT_AN_OBJECT
 
 
 def test_invalid_utf8_is_rejected_not_crashing():
@@ -63,6 +65,7 @@ def test_oversize_field_is_named():
     outcome = check(orjson.dumps(record(plan="x" * 501)))
     assert isinstance(outcome, Rejection)
     assert outcome.field == "plan" and "501" in outcome.reason and outcome.run_id == "r1"
+    assert outcome.kind == QuarantineKind.OVERSIZE_FIELD
 
 
 def test_oversize_subagent_output_is_named():
@@ -75,6 +78,7 @@ def test_oversize_line_is_truncated_in_quarantine():
     outcome = validate_line(line, LIMITS)
     assert isinstance(outcome, Rejection)
     assert "50,000 bytes" in outcome.reason and outcome.raw_truncated and len(outcome.raw) == 200
+    assert outcome.kind == QuarantineKind.OVERSIZE_RECORD
 
 
 def test_unknown_fields_are_kept_not_rejected():

@@ -36,11 +36,15 @@ def test_openai_spec_reads_the_key_from_the_named_variable(monkeypatch):
     assert (backend.max_concurrency, backend.max_retries, backend.model_id) == (3, 1, "m")
 
 
-@pytest.mark.parametrize("spec", [BackendSpec(kind="openai", model="m"), BackendSpec(kind="vllm"),
-                                  BackendSpec(kind="nope")])
+@pytest.mark.parametrize("spec", [BackendSpec(kind="openai", model="m"), BackendSpec(kind="vllm")])
 def test_incomplete_specs_are_refused(spec):
     with pytest.raises(ValueError):
         build_backend(spec)
+
+
+def test_an_unknown_backend_kind_is_refused_when_configured():
+    with pytest.raises(ValueError, match="transformers.*openai.*vllm"):
+        BackendSpec(kind="nope")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")

@@ -5,9 +5,9 @@ import time
 import orjson
 import pytest
 
-from orchrm_dagster.llm.base import ChatRequest, Completion
+from orchrm_dagster.llm import ChatRequest, Completion
 from orchrm_dagster.orchestration import PolicySpec, Problem, execute_samples, run_id_for, sample_plans
-from orchrm_dagster.orchestration.execution import ExecutionSettings, finished_run_ids
+from orchrm_dagster.orchestration import ExecutionSettings, finished_run_ids
 
 PLAN = """<thinking>one solver</thinking>
 <agent><agent_id>1</agent_id><agent_name>CoTAgent</agent_name><agent_description>solve</agent_description>
@@ -66,7 +66,21 @@ def test_malformed_plan_is_a_failed_run_with_a_reason(tmp_path):
     record = orjson.loads((tmp_path / "out.partial").read_bytes())
     assert report.failed == 1 and report.malformed_plans == 1
     assert record["error"].startswith("plan does not parse") and record["final_answer"] is None
-    assert record["meta"]["plan_error"] == samples[0].plan_error.split(":")[0]
+    assert record["meta"]["plan_error"] == samples[0].plan_error_code == "no_agents"
+    assert record["meta"]["error_kind"] == samples[0].plan_error_kind == "plan_unparseable"
+
+
+def test_a_generation_that_failed_is_not_executed_and_says_so():
+    class Failing(ScriptedBackend):
+        def generate(self, requests):
+            return [Completion("", 0, 0, finish_reason="error", error="server down") for _ in requests]
+
+    [sample] = sample_plans(PolicySpec(name="p"), Failing(), PROBLEMS[:1], n=1, seed=0)
+    assert sample.plan_error_kind == "generation_failed" and sample.plan_error_code is None
+    backend = ScriptedBackend()
+    from orchrm_dagster.orchestration.execution import _execute
+
+    assert _execute(sample, backend, ExecutionSettings()) is None and backend.requests == []
 
 
 def test_execution_writes_contract_records_with_token_accounting(tmp_path):

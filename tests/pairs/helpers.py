@@ -6,7 +6,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchrm_dagster.ingest.flatten import plan_hash
+from orchrm_dagster.contract import plan_hash
 from orchrm_dagster.pairs import PairRules, build_pairs
 
 RUNS = pa.schema([("run_id", pa.string()), ("problem_id", pa.string()), ("question", pa.string()),

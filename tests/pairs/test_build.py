@@ -2,8 +2,9 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from orchrm_dagster.ingest.flatten import plan_hash
-from orchrm_dagster.pairs import (CORRECT_OVER_INCORRECT, PAIRS, SPECIALIZED_OVER_BASE, PairRules, build_pairs,
+from orchrm_dagster.contract import plan_hash
+from orchrm_dagster.contract import PAIRS
+from orchrm_dagster.pairs import (CORRECT_OVER_INCORRECT, SPECIALIZED_OVER_BASE, PairRules, build_pairs,
                                   pair_id, sample_rank, split_for)
 
 from .helpers import build, connect, correct_filler, pair_runs, run, specialized_filler

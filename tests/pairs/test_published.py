@@ -1,12 +1,13 @@
 import orjson
+import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchrm_dagster.ingest.flatten import plan_hash
-from orchrm_dagster.pairs import (IMPORTED_PAIRS, PairRules, build_pairs, export_published, import_published,
-                                  pair_id, split_for)
+from orchrm_dagster.contract import IMPORTED_PAIRS, plan_hash
+from orchrm_dagster.pairs import PairRules, build_pairs, export_published, import_published, pair_id, split_for
 from orchrm_dagster.synthetic import generate_runs
 
-from .helpers import connect, run
+from .helpers import RUNS, connect, run
 
 
 def synthetic_runs(n: int = 120) -> list[dict]:
@@ -15,19 +16,23 @@ def synthetic_runs(n: int = 120) -> list[dict]:
             for r in generate_runs(n, seed=5, benchmarks=("gsm8k_test", "hotpotqa_dev"), samples_per_problem=8)]
 
 
+def runs_frame(runs: list[dict]) -> pl.LazyFrame:
+    return pl.from_arrow(pa.Table.from_pylist(runs, schema=RUNS)).lazy()
+
+
 def test_export_then_import_round_trips_the_pair_texts(tmp_path):
     runs = synthetic_runs()
-    con = connect(runs)
     pairs_path, jsonl = str(tmp_path / "pairs.parquet"), str(tmp_path / "published.jsonl")
-    stats = build_pairs(con, PairRules(), pairs_path)
-    assert export_published(con, pairs_path, jsonl) == stats.total > 0
+    stats = build_pairs(connect(runs), PairRules(), pairs_path)
+    assert export_published(pl.scan_parquet(pairs_path), runs_frame(runs), jsonl) == stats.total > 0
+    assert sum(1 for _ in open(jsonl)) == stats.total
     imported = import_published(jsonl, PairRules(), batch_rows=7)
     assert imported.rejected == []
-    assert imported.table.schema == IMPORTED_PAIRS
+    assert imported.table.columns == IMPORTED_PAIRS.names
     by_run = {r["run_id"]: r for r in runs}
     built = {(by_run[p["chosen_run_id"]]["question"], by_run[p["chosen_run_id"]]["plan"],
               by_run[p["rejected_run_id"]]["plan"], p["source"]) for p in pq.read_table(pairs_path).to_pylist()}
-    rows = imported.table.to_pylist()
+    rows = imported.table.to_dicts()
     assert {(r["question"], r["chosen_plan"], r["rejected_plan"], r["source"]) for r in rows} == built
     built_hashes = {(p["chosen_plan_hash"], p["rejected_plan_hash"]) for p in pq.read_table(pairs_path).to_pylist()}
     assert {(r["chosen_plan_hash"], r["rejected_plan_hash"]) for r in rows} == built_hashes
@@ -38,7 +43,7 @@ def test_imported_rows_get_stable_ids_and_the_split_rule(tmp_path):
     path.write_bytes(orjson.dumps({"input": "What is 2+2?", "chosen": "plan one", "rejected": "plan two",
                                    "source": "Specialized-over-Base"}) + b"\n")
     rules = PairRules(validation_fraction=0.5)
-    row = import_published(str(path), rules).table.to_pylist()[0]
+    row = import_published(str(path), rules).table.to_dicts()[0]
     assert row["problem_id"] == plan_hash("What is  2+2?")
     assert row["pair_id"] == pair_id(row["problem_id"], plan_hash("plan one"), plan_hash("plan two"))
     assert row["split"] == split_for(row["problem_id"], rules)
@@ -62,7 +67,7 @@ def test_malformed_lines_are_skipped_and_reported_with_line_numbers(tmp_path):
     path = tmp_path / "published.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     result = import_published(str(path), PairRules())
-    assert result.table.num_rows == 2
+    assert result.table.height == 2
     assert [line.split(": ", 1)[0] for line in result.rejected] == [f"{path}:{n}" for n in (2, 3, 4, 5, 6, 8, 9)]
     reasons = [line.split(": ", 1)[1] for line in result.rejected]
     assert reasons[0].startswith("not JSON")
@@ -72,3 +77,20 @@ def test_malformed_lines_are_skipped_and_reported_with_line_numbers(tmp_path):
     assert reasons[4] == "chosen and rejected are the same plan (up to whitespace)"
     assert reasons[5] == "duplicate of line 1"
     assert reasons[6] == "field 'input' is empty"
+
+
+def test_rules_are_saved_beside_the_pairs_and_read_back(storage_root):
+    from orchrm_dagster.pairs import load_rules, save_rules
+
+    rules = PairRules(correct_per_problem=2, validation_fraction=0.3, import_files=("a.jsonl",))
+    save_rules(storage_root, rules)
+    assert load_rules(storage_root) == rules
+
+
+def test_reading_rules_before_any_pairs_says_what_to_do(storage_root):
+    import pytest
+
+    from orchrm_dagster.pairs import load_rules
+
+    with pytest.raises(FileNotFoundError, match="materialize `pairs`"):
+        load_rules(storage_root)

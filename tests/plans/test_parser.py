@@ -226,12 +226,13 @@ def test_render_canonical_layout():
 
 
 def test_synthetic_generator_plans_parse():
-    from orchrm_dagster.synthetic import render_plan as synthetic_plan
+    from orchrm_dagster.synthetic import random_plan, random_plan_text
 
-    rng = random.Random(0)
-    for _ in range(50):
-        plan = parse_plan(synthetic_plan(rng, rng.randint(1, 6)))
+    for seed in range(50):
+        text = random_plan_text(random.Random(seed), random.Random(-seed).randint(1, 6))
+        plan = parse_plan(text)
         assert isinstance(plan, Plan), plan
+        assert plan == random_plan(random.Random(seed), len(plan.agents))
         assert {a.agent_name for a in plan.agents} <= set(KNOWN_AGENTS)
 
 

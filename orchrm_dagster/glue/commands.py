@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 
 import dagster as dg
 
 import sql
-from orchrm_dagster.instance import cli_instance
+from orchrm_dagster.glue.instance import cli_instance
+from orchrm_dagster.storage import batch_id_for
 
-EXAMPLE_BATCH = Path(str(files("orchrm_dagster") / "data" / "examples" / "example_runs.jsonl"))
 _QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -35,8 +34,6 @@ def ingest_files(defs: dg.Definitions, paths: list[Path], on_done: Callable[[str
 
 def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str], None] | None = None) -> list[BatchOutcome]:
     """Run the ingest job for files already in the landing zone."""
-    from orchrm_dagster.storage.root import batch_id_for
-
     storage = defs.resources["storage"]
     instance = cli_instance()
     job = defs.resolve_job_def("ingest_run_batch")
@@ -71,6 +68,15 @@ def register_orchestration_partitions(defs: dg.Definitions) -> dg.DagsterInstanc
                                                     defs.resources["policy_registry"]):
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     return instance
+
+
+def materialization_metadata(result, asset_key: str) -> dict:
+    """The metadata values of the run's materialization of `asset_key` ({} when it has none)."""
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        if materialization.asset_key.to_user_string() == asset_key:
+            return {k: v.value for k, v in materialization.metadata.items()}
+    return {}
 
 
 def failure_messages(result) -> list[str]:

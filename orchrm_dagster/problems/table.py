@@ -10,9 +10,17 @@ import orjson
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchrm_dagster.benchmarks import SHIPPED_BENCHMARKS, iter_problem_lines, shipped_benchmark_path
-from orchrm_dagster.contract.tables import PROBLEMS
+from orchrm_dagster.contract import PROBLEMS
+from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.labels import answer_type_for
+from orchrm_dagster.problems.shipped import SHIPPED_BENCHMARKS, iter_problem_lines, shipped_benchmark_path
+from orchrm_dagster.storage import StorageRoot
+
+
+@engine_config
+class ProblemsSettings:
+    extra_files: tuple[str, ...] = Field(
+        default=(), description="More problem files (JSONL, the shipped benchmarks' schema)")
 
 
 class ProblemRecord(BaseModel):
@@ -80,6 +88,15 @@ def _problem_row(problem: ProblemRecord, source: str) -> dict:
         "meta": orjson.dumps(meta).decode() if meta else None,
         "source": source,
     }
+
+
+def problem_table(root: StorageRoot, columns: list[str] | None = None) -> pa.Table:
+    """The materialized `problems` table, or the shipped benchmarks when it is not materialized yet."""
+    path = root.table_file("problems")
+    if root.exists(path):
+        return root.read_table(path, columns)
+    table = load_problems(problem_sources([])).table
+    return table.select(columns) if columns else table
 
 
 def reference_answers(problems: pa.Table) -> dict[str, ReferenceAnswer]:

@@ -41,13 +41,12 @@ def main(storage_url: str | None) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def ingest(files: tuple[Path, ...]) -> None:
     """Land FILES (.jsonl / .parquet) and ingest and label each as a run batch."""
-    from orchrm_dagster.commands import ingest_files
+    from orchrm_dagster.glue.commands import ingest_files
 
     with _progress() as progress:
         task = progress.add_task("ingesting", total=len(files))
         outcomes = ingest_files(_definitions(), list(files), on_done=lambda name: progress.advance(task))
-    _print_rows(["batch", "runs", "quarantined", "labeled", "correct", "run"],
-                [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes])
+    _print_outcomes(outcomes)
     if any(o.status != "SUCCESS" for o in outcomes):
         sys.exit(1)
 
@@ -60,7 +59,7 @@ def ingest(files: tuple[Path, ...]) -> None:
               help="Run config as YAML or JSON, as the UI's launchpad takes it (ops: {asset: {config: {...}}}).")
 def materialize(selection: tuple[str, ...], partition_key: str | None, config_file: Path | None) -> None:
     """Materialize asset keys (e.g. `problems labels`) or a Dagster selection string (e.g. `group:labels`)."""
-    from orchrm_dagster.commands import materialize_selection, register_orchestration_partitions
+    from orchrm_dagster.glue.commands import materialize_selection, register_orchestration_partitions
 
     text = " or ".join(f'key:"{s}"' if _PLAIN_KEY.match(s) else f"({s})" for s in selection)
     defs = _definitions()
@@ -70,7 +69,7 @@ def materialize(selection: tuple[str, ...], partition_key: str | None, config_fi
         result = materialize_selection(defs, text, partition_key, _run_config(config_file))
     console.print(f"run {result.run_id}: {'SUCCESS' if result.success else 'FAILURE'}")
     if not result.success:
-        from orchrm_dagster.commands import failure_messages
+        from orchrm_dagster.glue.commands import failure_messages
 
         for message in failure_messages(result):
             console.print(f"[red]{message}[/red]")
@@ -126,31 +125,19 @@ def status() -> None:
 @click.option("--ingest/--no-ingest", default=True, show_default=True, help="Ingest and label the landed runs.")
 def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, ingest) -> None:
     """Sample orchestration plans, execute them with sub-agents, land (and ingest) the runs."""
-    _orchestrate(_definitions(), benchmark, policy_names, problem_limit, n_samples, seed, ingest)
+    from orchrm_dagster.glue.commands import ingest_landed
+    from orchrm_dagster.glue.main_job import orchestrate_policies
 
-
-def _orchestrate(defs, benchmark, policy_names, problem_limit, n_samples, seed, ingest,
-                 execution: dict | None = None) -> None:
-    from orchrm_dagster.commands import failure_messages, ingest_landed, orchestrate
-
-    names = list(policy_names) or [p.name for p in defs.resources["policy_registry"].policies]
-    landed = []
-    for name in names:
-        with console.status(f"{benchmark} x {name}: sampling {n_samples} plans for {problem_limit} problems "
-                            f"and executing them"):
-            result = orchestrate(defs, benchmark, name, {"n_samples": n_samples, "problem_limit": problem_limit,
-                                                         "seed": seed}, execution or {})
-        if not result.success:
-            raise click.ClickException(f"{benchmark} x {name} failed: " + "; ".join(failure_messages(result)))
-        metadata = _materialization_metadata(result, "execution_artifacts")
-        console.print(f"{benchmark} x {name}: {metadata.get('executed')} runs executed "
-                      f"({metadata.get('failed_runs')} failed, {metadata.get('runs_per_minute')} runs/min) "
-                      f"-> landed {metadata.get('landed_batch')}")
-        landed.append(metadata["landed_batch"])
+    defs = _definitions()
+    sampling = {"n_samples": n_samples, "problem_limit": problem_limit, "seed": seed}
+    with _step_status() as show:
+        executions = _or_exit(lambda: orchestrate_policies(
+            defs, benchmark, list(policy_names), sampling, {},
+            on_start=lambda name: show(f"{benchmark} x {name}: sampling {n_samples} plans for {problem_limit} "
+                                       f"problems and executing them"),
+            on_done=_print_execution))
     if ingest:
-        outcomes = ingest_landed(defs, landed)
-        _print_rows(["batch", "runs", "quarantined", "labeled", "correct", "run"],
-                    [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes])
+        _print_outcomes(ingest_landed(defs, [e.metadata["landed_batch"] for e in executions]))
 
 
 def _run_config(config_file: Path | None) -> dict | None:
@@ -167,18 +154,6 @@ def _run_config(config_file: Path | None) -> dict | None:
     return config
 
 
-def _materialization_metadata(result, asset_key: str) -> dict:
-    for event in result.get_asset_materialization_events():
-        materialization = event.event_specific_data.materialization
-        if materialization.asset_key.to_user_string() == asset_key:
-            return {k: v.value for k, v in materialization.metadata.items()}
-    return {}
-
-
-# Shorter sub-agent work than ExecutionConfig's defaults, so the main job ends within about 15 minutes on 2 cores.
-MAIN_JOB_EXECUTION = {"subagent_max_new_tokens": 96, "sc_samples": 3, "debate_rounds": 1}
-
-
 @main.command(name="main")
 @click.option("--benchmark", default="gsm8k", show_default=True)
 @click.option("--problems", "problem_limit", default=4, show_default=True)
@@ -189,33 +164,14 @@ MAIN_JOB_EXECUTION = {"subagent_max_new_tokens": 96, "sc_samples": 3, "debate_ro
 def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: int, max_train_pairs: int) -> None:
     """The main job on the embedded default: problems; real MAS runs from the embedded model for every policy;
     the example batch and a generated history batch; labels; pairs; a reward model; scores of every run."""
-    import tempfile
+    from orchrm_dagster.glue.main_job import MainJobOptions, run_main_job
 
-    from orchrm_dagster.commands import EXAMPLE_BATCH
-    from orchrm_dagster.synthetic import generate_runs, write_jsonl
-
-    defs = _definitions()
-    _materialize_or_fail(defs, 'key:"problems"')
-    _orchestrate(defs, benchmark, (), problem_limit, n_samples, 0, True, MAIN_JOB_EXECUTION)
-    with tempfile.TemporaryDirectory() as tmp:
-        history = Path(tmp, "generated-history.jsonl")
-        write_jsonl(generate_runs(history_runs, seed=1), history)
-        click.get_current_context().invoke(ingest, files=(EXAMPLE_BATCH, history))
-    _materialize_or_fail(defs, 'key:"pairs"')
-    _materialize_or_fail(defs, 'key:"reward_model"',
-                         {"ops": {"reward_model": {"config": {"max_train_pairs": max_train_pairs}}}})
-    _materialize_or_fail(defs, 'key:"rm_scores"')
+    options = MainJobOptions(benchmark, problem_limit, n_samples, history_runs, max_train_pairs)
+    with _step_status() as show:
+        outcomes = _or_exit(lambda: run_main_job(_definitions(), options, on_step=show, on_execution=_print_execution))
+    _print_outcomes(outcomes)
     click.get_current_context().invoke(status)
     _print_reward_model_summary()
-
-
-def _materialize_or_fail(defs, selection: str, run_config: dict | None = None) -> None:
-    from orchrm_dagster.commands import failure_messages, materialize_selection
-
-    with console.status(f"materializing {selection}"):
-        result = materialize_selection(defs, selection, None, run_config)
-    if not result.success:
-        raise click.ClickException(f"{selection} failed (run {result.run_id}): " + "; ".join(failure_messages(result)))
 
 
 def _print_reward_model_summary() -> None:
@@ -226,14 +182,47 @@ def _print_reward_model_summary() -> None:
                 [list(r.values()) for r in rows])
 
 
+def _step_status():
+    """A spinner whose text each step replaces; yields the function that sets it."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def shown():
+        with console.status("starting") as spinner:
+            yield lambda text: spinner.update(text)
+
+    return shown()
+
+
+def _or_exit(step):
+    from orchrm_dagster.glue.main_job import StepFailed
+
+    try:
+        return step()
+    except StepFailed as err:
+        raise click.ClickException(str(err)) from err
+
+
+def _print_execution(execution) -> None:
+    metadata = execution.metadata
+    console.print(f"{execution.benchmark} x {execution.policy}: {metadata.get('executed')} runs executed "
+                  f"({metadata.get('failed_runs')} failed, {metadata.get('runs_per_minute')} runs/min) "
+                  f"-> landed {metadata.get('landed_batch')}")
+
+
+def _print_outcomes(outcomes) -> None:
+    _print_rows(["batch", "runs", "quarantined", "labeled", "correct", "run"],
+                [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes])
+
+
 @main.command()
 @click.option("--port", default=3000, show_default=True)
 def ui(port: int) -> None:
     """Serve the Dagster UI on the same instance the CLI uses."""
-    from orchrm_dagster.instance import ensure_dagster_home
+    from orchrm_dagster.glue.instance import ensure_dagster_home
 
     ensure_dagster_home()
-    workspace = Path(__file__).resolve().parents[1] / "workspace.yaml"
+    workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "orchrm_dagster.definitions"]
     os.execvp("dagster", ["dagster", "dev", *target, "-p", str(port)])
 

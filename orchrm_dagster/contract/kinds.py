@@ -1,0 +1,36 @@
+"""The closed vocabularies the tables use: policy kinds, answer types, and the kinds of failure a row records."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal, get_args
+
+PolicyKind = Literal["base", "specialized", "checkpoint"]
+POLICY_KINDS: tuple[str, ...] = get_args(PolicyKind)
+# Policy kinds on the winning side of specialized-over-base pairs.
+TRAINED_POLICY_KINDS: tuple[str, ...] = ("specialized", "checkpoint")
+
+AnswerType = Literal["math", "qa", "choice"]
+ANSWER_TYPES: tuple[str, ...] = get_args(AnswerType)
+
+
+class RunErrorKind(str, Enum):
+    """Why an executed (or unexecutable) plan has no final answer; `meta.error_kind` of a run record."""
+
+    GENERATION_FAILED = "generation_failed"  # the orchestrator produced no plan text
+    PLAN_UNPARSEABLE = "plan_unparseable"  # the plan text is not a valid plan
+    AGENT_FAILED = "agent_failed"  # a sub-agent's LLM call (or the agent itself) failed
+    TIMEOUT = "timeout"  # the plan ran past its wall-clock budget
+    EXECUTOR_FAILED = "executor_failed"  # a bug in the executor, caught so the batch goes on
+
+
+class QuarantineKind(str, Enum):
+    """Why a line of a run batch went to quarantine (the `kind` column)."""
+
+    MALFORMED_JSON = "malformed_json"
+    NOT_AN_OBJECT = "not_an_object"
+    INVALID_FIELD = "invalid_field"  # the contract's schema rejected a field (see `field`)
+    OVERSIZE_RECORD = "oversize_record"
+    OVERSIZE_FIELD = "oversize_field"
+    DUPLICATE_IN_FILE = "duplicate_in_file"  # the run_id appeared earlier in the same file
+    ALREADY_INGESTED = "already_ingested"  # another batch already holds the run_id

@@ -1,0 +1,106 @@
+"""Dagster `Config` and `ConfigurableResource` classes generated from the engine's config dataclasses.
+
+The engine defines each config once (`orchrm_dagster.engine_config`); the launchpad sees the same fields with the
+same defaults and descriptions because the Dagster class is built from it, field by field. Dagster's config system
+takes lists, not tuples, and nested `Config` classes, not dataclasses: those are translated here and back again by
+`to_engine()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+import dagster as dg
+import pydantic
+from pydantic.fields import FieldInfo
+
+_GENERATED: dict[type, type] = {}  # generated Dagster class -> engine class
+
+
+class EngineConfig(dg.Config):
+    """Run config generated from an engine config; `to_engine()` gives the engine's frozen instance."""
+
+    def to_engine(self):
+        return _to_engine(self)
+
+
+class EngineResource(dg.ConfigurableResource):
+    """A resource whose fields are an engine config's; `to_engine()` gives the engine's frozen instance."""
+
+    def to_engine(self):
+        return _to_engine(self)
+
+
+def dagster_config(engine_cls: type, name: str, base: type = EngineConfig) -> type:
+    """A `base` subclass named `name` with one field per field of `engine_cls` (same default and description)."""
+    fields = {field_name: _field(info) for field_name, info in engine_cls.__pydantic_fields__.items()}
+    generated = pydantic.create_model(name, __base__=base, __module__=__name__, __doc__=engine_cls.__doc__, **fields)
+    _GENERATED[generated] = engine_cls
+    return generated
+
+
+def engine_class_of(generated: type) -> type:
+    for cls in generated.__mro__:
+        if cls in _GENERATED:
+            return _GENERATED[cls]
+    raise TypeError(f"{generated.__name__} was not generated from an engine config")
+
+
+def generated_classes() -> dict[type, type]:
+    """Every generated Dagster class and the engine class it came from."""
+    return dict(_GENERATED)
+
+
+def _field(info: FieldInfo) -> tuple[Any, FieldInfo]:
+    annotation = _dagster_type(info.annotation)
+    if info.default_factory is not None:
+        default = _dagster_value(info.default_factory(), annotation)
+    elif info.is_required():
+        return annotation, pydantic.Field(description=info.description)
+    else:
+        default = _dagster_value(info.default, annotation)
+    return annotation, pydantic.Field(default=default, description=info.description)
+
+
+def _dagster_type(annotation):
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is tuple:
+        return list[_dagster_type(args[0])]
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:  # Dagster has no optional enum: an optional Literal is a string the engine validates
+            return (str if typing.get_origin(inner[0]) is typing.Literal else _dagster_type(inner[0])) | None
+    if origin is dict:
+        value = args[1]
+        return dict[args[0], str if typing.get_origin(value) is typing.Literal else _dagster_type(value)]
+    if dataclasses.is_dataclass(annotation):
+        return _nested_class(annotation)
+    return annotation
+
+
+def _nested_class(engine_cls: type) -> type:
+    for generated, source in _GENERATED.items():
+        if source is engine_cls and issubclass(generated, EngineConfig):
+            return generated
+    return dagster_config(engine_cls, f"{engine_cls.__name__}Config")
+
+
+def _dagster_value(value, annotation):
+    if isinstance(value, tuple):
+        return list(value)
+    if dataclasses.is_dataclass(value):
+        nested = typing.get_args(annotation)[0] if typing.get_origin(annotation) else annotation
+        return nested(**{f.name: _dagster_value(getattr(value, f.name), None) for f in dataclasses.fields(value)})
+    return value
+
+
+def _to_engine(config):
+    engine_cls = engine_class_of(type(config))
+    values = {}
+    for name in engine_cls.__pydantic_fields__:
+        value = getattr(config, name)
+        values[name] = _to_engine(value) if isinstance(value, EngineConfig) else value
+    return engine_cls(**values)

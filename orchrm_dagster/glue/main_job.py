@@ -1,0 +1,95 @@
+"""The main job on the embedded default, as a sequence of materializations on the shared Dagster instance. The CLI
+only parses its flags and prints what each step reports."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from orchrm_dagster.glue.commands import (BatchOutcome, failure_messages, ingest_files, ingest_landed,
+                                          materialization_metadata, materialize_selection, orchestrate)
+from orchrm_dagster.synthetic import EXAMPLE_BATCH, generate_runs, write_jsonl
+
+# Shorter sub-agent work than the execution defaults, so the main job ends within about 15 minutes on 2 cores.
+MAIN_JOB_EXECUTION = {"subagent_max_new_tokens": 96, "agents": {"sc_samples": 3, "debate_rounds": 1}}
+
+
+class StepFailed(RuntimeError):
+    """A materialization of the sequence failed; the message names the step, the run and each failed op."""
+
+
+@dataclass(frozen=True)
+class MainJobOptions:
+    benchmark: str = "gsm8k"
+    problem_limit: int = 4
+    n_samples: int = 2
+    history_runs: int = 1200
+    max_train_pairs: int = 320
+
+
+@dataclass(frozen=True)
+class PolicyExecution:
+    benchmark: str
+    policy: str
+    metadata: dict  # the execution_artifacts materialization's metadata
+
+
+def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: list[str], sampling: dict,
+                         execution: dict, on_start: Callable[[str], None] | None = None,
+                         on_done: Callable[[PolicyExecution], None] | None = None) -> list[PolicyExecution]:
+    """Samples and executes plans of each policy (every registered one when `policy_names` is empty)."""
+    names = policy_names or defs.resources["policy_registry"].names()
+    executions = []
+    for name in names:
+        if on_start:
+            on_start(name)
+        result = orchestrate(defs, benchmark, name, sampling, execution)
+        if not result.success:
+            raise StepFailed(f"{benchmark} x {name} failed (run {result.run_id}): " + "; ".join(failure_messages(result)))
+        executions.append(PolicyExecution(benchmark, name, materialization_metadata(result, "execution_artifacts")))
+        if on_done:
+            on_done(executions[-1])
+    return executions
+
+
+def materialize_or_fail(defs: dg.Definitions, selection: str, run_config: dict | None = None) -> dg.ExecuteInProcessResult:
+    result = materialize_selection(defs, selection, None, run_config)
+    if not result.success:
+        raise StepFailed(f"{selection} failed (run {result.run_id}): " + "; ".join(failure_messages(result)))
+    return result
+
+
+def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(),
+                 on_step: Callable[[str], None] = lambda step: None,
+                 on_execution: Callable[[PolicyExecution], None] | None = None) -> list[BatchOutcome]:
+    """problems; real MAS runs from every registered policy; the example batch and a generated history batch;
+    labels; pairs; a reward model; scores of every run. Returns the ingest outcomes of every batch."""
+    on_step("materializing problems")
+    materialize_or_fail(defs, 'key:"problems"')
+    sampling = {"n_samples": options.n_samples, "problem_limit": options.problem_limit, "seed": 0}
+    executions = orchestrate_policies(
+        defs, options.benchmark, [], sampling, MAIN_JOB_EXECUTION,
+        on_start=lambda name: on_step(f"{options.benchmark} x {name}: sampling {options.n_samples} plans for "
+                                      f"{options.problem_limit} problems and executing them"),
+        on_done=on_execution)
+    on_step("ingesting the executed runs, the example batch and a generated history batch")
+    outcomes = ingest_landed(defs, [e.metadata["landed_batch"] for e in executions])
+    with tempfile.TemporaryDirectory() as tmp:
+        history = Path(tmp, "generated-history.jsonl")
+        write_jsonl(generate_runs(options.history_runs, seed=1), history)
+        outcomes += ingest_files(defs, [EXAMPLE_BATCH, history])
+    failed = [o for o in outcomes if o.status != "SUCCESS"]
+    if failed:
+        raise StepFailed("; ".join(f"ingesting {o.batch_id}: {o.status}" for o in failed))
+    on_step("building pairs")
+    materialize_or_fail(defs, 'key:"pairs"')
+    on_step("training a reward model")
+    materialize_or_fail(defs, 'key:"reward_model"',
+                        {"ops": {"reward_model": {"config": {"max_train_pairs": options.max_train_pairs}}}})
+    on_step("scoring every run")
+    materialize_or_fail(defs, 'key:"rm_scores"')
+    return outcomes

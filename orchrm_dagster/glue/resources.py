@@ -1,0 +1,60 @@
+"""Dagster resources: where the data lives, which LLM the sub-agents use, which orchestrator policies exist.
+Their fields are generated from the engine's configs; defaults run on the embedded setup."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from orchrm_dagster.glue.config_bridge import EngineResource, dagster_config
+from orchrm_dagster.llm import BackendSpec, LLMBackend, build_backend
+from orchrm_dagster.orchestration import PolicySpec
+from orchrm_dagster.storage import StorageRoot, StorageSettings, Warehouse, default_storage_url
+
+PolicyConfig = dagster_config(PolicySpec, "PolicyConfig")
+
+
+class StorageResource(dagster_config(StorageSettings, "StorageResourceFields", base=EngineResource)):
+    """The storage root: a local folder (default `storage/`, or ORCHRM_STORAGE) or `s3://bucket/prefix`."""
+
+    def storage_root(self) -> StorageRoot:
+        return self.to_engine().storage_root()
+
+    def warehouse(self) -> Warehouse:
+        return self.to_engine().warehouse()
+
+
+def default_storage_resource() -> StorageResource:
+    return StorageResource(root=default_storage_url())
+
+
+class LLMBackendResource(dagster_config(BackendSpec, "LLMBackendResourceFields", base=EngineResource)):
+    """The LLM the sub-agents run on (and the default of every orchestrator policy). Switching backends is config:
+    `transformers` (embedded SmolLM2 on the CPU by default), `openai` (any OpenAI-compatible server such as
+    `vllm serve`), or `vllm` (in-process engine; needs the `gpu` extra)."""
+
+    def backend(self) -> LLMBackend:
+        return build_backend(self.to_engine())
+
+
+class PolicyRegistry(dg.ConfigurableResource):
+    """The orchestrator policies; each is a partition key of the `policies` dimension."""
+
+    policies: list[PolicyConfig]
+
+    def names(self) -> list[str]:
+        return [policy.name for policy in self.policies]
+
+    def spec(self, name: str) -> PolicySpec:
+        for policy in self.policies:
+            if policy.name == name:
+                return policy.to_engine()
+        raise KeyError(f"no policy named {name!r} in the policy registry (known: {', '.join(self.names())})")
+
+
+def embedded_policies() -> PolicyRegistry:
+    """The embedded default: SmolLM2 as a base orchestrator, and the same model with a few-shot prompt as a
+    stand-in 'specialized' one until a trained orchestrator (a GRPO checkpoint) exists."""
+    return PolicyRegistry(policies=[
+        PolicyConfig(name="smollm2-base", kind="base", prompt="orchestrator", temperature=1.0),
+        PolicyConfig(name="smollm2-fewshot", kind="specialized", prompt="orchestrator_fewshot", temperature=0.7),
+    ])

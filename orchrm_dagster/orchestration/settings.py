@@ -1,0 +1,25 @@
+"""The configs of plan sampling and plan execution."""
+
+from __future__ import annotations
+
+from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.mas import AgentSettings
+
+
+@engine_config
+class PlanSamplingSettings:
+    n_samples: int = Field(default=2, description="Plans sampled per problem (the paper: 8)")
+    problem_limit: int = Field(default=4, description="The first N problems of the benchmark")
+    problem_ids: tuple[str, ...] = Field(default=(), description="Exactly these problems instead")
+    seed: int = Field(default=0, description="Seeds every sample (with the problem and sample index)")
+
+
+@engine_config
+class ExecutionSettings:
+    subagent_temperature: float = Field(default=0.0, description="Sub-agents' sampling temperature (0: greedy)")
+    subagent_max_new_tokens: int = Field(default=192, description="Token budget of each sub-agent call")
+    plan_timeout_s: float | None = Field(
+        default=300.0, description="Wall-clock budget per plan; over it the run fails (unset: none)")
+    concurrent_plans: int = Field(default=8, description="Plans executed at once; with an in-process backend "
+                                  "(transformers, vllm) their sub-agent calls share batches")
+    agents: AgentSettings = Field(default_factory=AgentSettings, description="How each kind of sub-agent works")

@@ -1,0 +1,77 @@
+"""The `pairs` step: build the pairs table from the warehouse, import published pairs, and keep the rules used."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from orchrm_dagster.contract import IMPORTED_PAIRS
+from orchrm_dagster.pairs.build import PairStats, build_pairs
+from orchrm_dagster.pairs.published import import_published
+from orchrm_dagster.pairs.rules import PairRules
+from orchrm_dagster.pairs.texts import pair_texts
+from orchrm_dagster.storage import StorageRoot, Warehouse, scan_table
+
+RULES_FILE = "rules.json"
+BUILD_MEMORY_LIMIT = "2GB"
+
+
+@dataclass(frozen=True)
+class PairsOutcome:
+    stats: PairStats
+    imported: int
+    import_rejections: list[str]
+
+
+def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules) -> PairsOutcome:
+    """Rebuilds `pairs` from the current runs and labels, and `imported_pairs` from `rules.import_files`; saves the
+    rules beside the pairs (`load_rules` reads them back)."""
+    with tempfile.TemporaryDirectory(prefix="orchrm-pairs-") as staging:
+        out = str(Path(staging, "pairs.parquet"))
+        with warehouse.scratch_connection(("runs", "labels"), memory_limit=BUILD_MEMORY_LIMIT) as con:
+            stats = build_pairs(con, rules, out)
+        with root.atomic_writer(root.table_file("pairs")) as target:
+            root.fs.put_file(out, target)
+    save_rules(root, rules)
+    imported, rejections = _import_files(root, rules)
+    return PairsOutcome(stats, imported, rejections)
+
+
+def save_rules(root: StorageRoot, rules: PairRules) -> None:
+    with root.atomic_writer(_rules_path(root)) as target, root.fs.open(target, "w") as out:
+        json.dump(dataclasses.asdict(rules), out)
+
+
+def load_rules(root: StorageRoot) -> PairRules:
+    """The rules the current pairs were built with."""
+    path = _rules_path(root)
+    if not root.exists(path):
+        raise FileNotFoundError(f"{root.uri('tables', 'pairs', RULES_FILE)}: no pairs built yet (materialize `pairs`)")
+    with root.fs.open(path, "r") as src:
+        return PairRules(**json.load(src))
+
+
+def _rules_path(root: StorageRoot) -> str:
+    return root.path("tables", "pairs", RULES_FILE)
+
+
+def _import_files(root: StorageRoot, rules: PairRules) -> tuple[int, list[str]]:
+    results = [import_published(path, rules) for path in rules.import_files]
+    rejections = [line for result in results for line in result.rejected]
+    target = root.table_file("imported_pairs")
+    if not results and not root.exists(target):
+        return 0, rejections
+    table = pl.concat([r.table for r in results]).to_arrow() if results else IMPORTED_PAIRS.empty_table()
+    root.write_table(table.cast(IMPORTED_PAIRS), target)
+    return table.num_rows, rejections
+
+
+def training_pair_texts(root: StorageRoot) -> pl.DataFrame:
+    """Every pair (built and imported) with its texts, as reward-model training reads them."""
+    imported = scan_table(root, "imported_pairs")
+    return pair_texts(scan_table(root, "pairs"), scan_table(root, "runs"), imported).collect()

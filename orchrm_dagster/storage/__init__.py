@@ -1,0 +1,15 @@
+"""Where the data lives: the storage root (local folder or S3), Parquet writing, DuckDB and Polars access."""
+
+from orchrm_dagster.storage.duck import bulk_settings, duckdb_settings
+from orchrm_dagster.storage.frames import scan_files, scan_table, table_files
+from orchrm_dagster.storage.parquet import ParquetSink
+from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for, default_storage_url,
+                                         local_work_dir)
+from orchrm_dagster.storage.settings import StorageSettings
+from orchrm_dagster.storage.warehouse import Warehouse, WarehouseBusy
+
+__all__ = [
+    "LANDING_SUFFIXES", "LandedFile", "ParquetSink", "StorageRoot", "StorageSettings", "Warehouse", "WarehouseBusy",
+    "batch_id_for", "bulk_settings", "default_storage_url", "duckdb_settings", "local_work_dir",
+    "scan_files", "scan_table", "table_files",
+]

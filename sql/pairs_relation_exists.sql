@@ -1,1 +1,0 @@
-SELECT count(*) > 0 FROM information_schema.tables WHERE table_name = $name;

@@ -1,0 +1,94 @@
+"""One config per engine unit: every Dagster run config and resource is generated from an engine config, and
+shows the launchpad every engine field with its default and description."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+
+import pytest
+
+import assets.configs  # noqa: F401  (generates the run configs)
+import orchrm_dagster
+from orchrm_dagster.glue import resources  # noqa: F401  (generates the resources' fields)
+from orchrm_dagster.glue.config_bridge import EngineConfig, dagster_config, engine_class_of, generated_classes
+
+
+def _engine_config_classes() -> set[type]:
+    """Every pydantic dataclass of the engine (each is made by `engine_config`)."""
+    found = set()
+    for module in pkgutil.walk_packages(orchrm_dagster.__path__, "orchrm_dagster."):
+        if ".glue" in module.name or module.name.endswith("definitions"):
+            continue
+        for value in vars(importlib.import_module(module.name)).values():
+            if isinstance(value, type) and hasattr(value, "__pydantic_fields__") and dataclasses.is_dataclass(value):
+                found.add(value)
+    return found
+
+
+GENERATED = sorted(generated_classes().items(), key=lambda item: item[0].__name__)
+
+
+def _launchpad_fields(generated: type) -> dict:
+    return generated.to_config_schema().as_field().config_type.fields
+
+
+def test_every_engine_config_reaches_dagster():
+    assert _engine_config_classes() == {engine for _, engine in GENERATED}
+
+
+@pytest.mark.parametrize("generated, engine", GENERATED, ids=lambda c: c.__name__)
+def test_the_launchpad_shows_each_engine_field_with_its_default_and_description(generated, engine):
+    launchpad = _launchpad_fields(generated)
+    assert set(launchpad) == set(engine.__pydantic_fields__), "a field exists on one side only"
+    for name, info in engine.__pydantic_fields__.items():
+        field = launchpad[name]
+        assert info.description and field.description == info.description, name
+        if info.is_required():
+            assert field.is_required, name
+            continue
+        default = info.default_factory() if info.default_factory is not None else info.default
+        shown = field.default_value if field.default_provided else None
+        expected = dataclasses.asdict(default) if dataclasses.is_dataclass(default) else default
+        assert _plain(shown) == _plain(expected), name
+
+
+def _plain(value):
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("generated, engine", [(g, e) for g, e in GENERATED if issubclass(g, EngineConfig)],
+                         ids=lambda c: c.__name__)
+def test_defaults_round_trip_to_the_engine(generated, engine):
+    required = {name: "x" for name, info in engine.__pydantic_fields__.items() if info.is_required()}
+    assert generated(**required).to_engine() == engine(**required)
+
+
+def test_a_value_set_in_run_config_reaches_the_engine_nested_and_as_a_tuple():
+    from orchrm_dagster.orchestration import ExecutionSettings
+
+    config = assets.configs.ExecutionConfig(agents={"sc_samples": 3, "debate_roles": ["A", "B", "C"]})
+    engine = config.to_engine()
+    assert isinstance(engine, ExecutionSettings)
+    assert engine.agents.sc_samples == 3 and engine.agents.debate_roles == ("A", "B", "C")
+
+
+def test_the_engine_validates_what_the_launchpad_passes():
+    with pytest.raises(ValueError, match="sc_samples"):
+        assets.configs.ExecutionConfig(agents={"sc_samples": 0}).to_engine()
+
+
+def test_a_field_added_to_an_engine_config_appears_in_dagster():
+    from orchrm_dagster.engine_config import Field, engine_config
+
+    @engine_config
+    class Probe:
+        rate: float = Field(default=0.5, description="a new knob")
+
+    assert _launchpad_fields(dagster_config(Probe, "ProbeConfig"))["rate"].description == "a new knob"
+    assert engine_class_of(dagster_config(Probe, "ProbeConfig2")) is Probe

@@ -1,0 +1,130 @@
+"""The engine's layers point one way: a test over every import statement of the package (AST, no imports run).
+
+- Only the Dagster glue (`orchrm_dagster/glue/`, `orchrm_dagster/definitions.py`) imports Dagster or `assets`.
+- A unit imports another unit only through its root (`from orchrm_dagster.llm import X`), never its internals.
+- A unit imports only the units it is allowed to (below it): the map below is the architecture, written down.
+- `assets/` reaches the engine through unit roots too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "orchrm_dagster"
+
+FOUNDATION = {"contract", "engine_config", "devices", "reporting"}
+ALLOWED: dict[str, set[str]] = {
+    "contract": set(),
+    "engine_config": set(),
+    "devices": set(),
+    "reporting": set(),
+    "storage": {"contract", "engine_config"},
+    "plans": set(),
+    "llm": {"engine_config", "devices"},
+    "labels": {"contract", "engine_config", "storage"},
+    "problems": {"contract", "engine_config", "storage", "labels"},
+    "ingest": {"contract", "engine_config", "storage"},
+    "pairs": {"contract", "engine_config", "storage"},
+    "mas": {"contract", "engine_config", "llm", "plans"},
+    "synthetic": {"contract", "plans", "problems"},
+    "rm": {"contract", "engine_config", "devices", "storage", "pairs", "problems", "synthetic"},
+    "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems"},
+}
+GLUE = {"glue", "definitions"}
+DAGSTER_MODULES = ("dagster", "dagster_k8s", "dagster_postgres", "assets")
+
+
+def _unit(path: Path, package: Path = PACKAGE) -> str:
+    return path.relative_to(package).with_suffix("").parts[0]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in the file, function-level ones included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def _engine_files(package: Path = PACKAGE) -> list[Path]:
+    return [p for p in sorted(package.rglob("*.py")) if p != package / "__init__.py"]
+
+
+def violations(package: Path = PACKAGE) -> list[str]:
+    problems = []
+    for path in _engine_files(package):
+        unit = _unit(path, package)
+        where = path.relative_to(package.parent)
+        for line, module in _imports(path):
+            top = module.split(".")[0]
+            if unit not in GLUE and top in DAGSTER_MODULES:
+                problems.append(f"{where}:{line}: the engine imports {module} (only the glue may)")
+            if top != "orchrm_dagster":
+                continue
+            parts = module.split(".")
+            target = parts[1] if len(parts) > 1 else None
+            if target is None or target == unit or unit in GLUE:
+                continue
+            if len(parts) > 2:
+                problems.append(f"{where}:{line}: {module} is an internal of {target}; import from "
+                                f"orchrm_dagster.{target}")
+            if target not in ALLOWED.get(unit, set()):
+                problems.append(f"{where}:{line}: {unit} may not import {target} (allowed: "
+                                f"{', '.join(sorted(ALLOWED.get(unit, set()))) or 'nothing'})")
+    return problems
+
+
+def test_every_engine_unit_is_placed_in_the_layer_map():
+    units = {_unit(p) for p in _engine_files()} - GLUE - {"data"}
+    assert units == set(ALLOWED), "add new units to ALLOWED with the units they may import"
+
+
+def test_layers_point_one_way():
+    assert violations() == []
+
+
+def test_the_layer_map_has_no_cycle():
+    visiting, done = set(), set()
+
+    def visit(unit):
+        assert unit not in visiting, f"cycle through {unit}"
+        if unit in done:
+            return
+        visiting.add(unit)
+        for lower in ALLOWED[unit]:
+            visit(lower)
+        visiting.discard(unit)
+        done.add(unit)
+
+    for unit in ALLOWED:
+        visit(unit)
+
+
+def test_assets_reach_the_engine_through_unit_roots():
+    problems = []
+    for path in sorted((ROOT / "assets").glob("*.py")):
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "orchrm_dagster" and len(parts) > 2 and parts[1] not in GLUE:
+                problems.append(f"{path.relative_to(ROOT)}:{line}: {module}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("from orchrm_dagster.storage.root import StorageRoot", "internal of storage"),
+    ("import dagster", "only the glue may"),
+    ("from orchrm_dagster.rm import RewardScorer", "may not import rm"),
+])
+def test_the_check_catches_each_kind_of_violation(tmp_path, bad, message):
+    probe = tmp_path / "orchrm_dagster" / "pairs" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(bad + "\n")
+    [found] = violations(tmp_path / "orchrm_dagster")
+    assert message in found and "pairs/probe.py:1" in found
