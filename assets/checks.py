@@ -80,3 +80,22 @@ def champion_beats_chance(storage: StorageResource) -> dg.AssetCheckResult:
         return dg.AssetCheckResult(passed=False, metadata={"note": "no champion yet"})
     champion = rows[0]
     return dg.AssetCheckResult(passed=(champion["val_accuracy"] or 0.0) > 0.5, metadata=champion)
+
+
+@dg.asset_check(asset="evaluation", description="No problem of the latest evaluation appears in a pair (train or "
+                                                "validation) that the evaluated reward-model version saw.")
+def evaluation_held_out(storage: StorageResource) -> dg.AssetCheckResult:
+    from orchrm_dagster.rm import pair_problems
+
+    rows = storage.warehouse().query(sql.load("evaluation_latest_problems")).to_pylist()
+    if not rows:
+        return dg.AssetCheckResult(passed=True, metadata={"note": "no evaluation problems yet"})
+    version = rows[0]["rm_version"]
+    seen = pair_problems(storage.storage_root(), version) if version is not None else frozenset()
+    if seen is None:
+        return dg.AssetCheckResult(passed=False, metadata={"note": f"reward model v{version} did not record the "
+                                                                   "problems of its pairs: held-out not provable"})
+    leaked = sorted({r["problem_id"] for r in rows} & seen)
+    return dg.AssetCheckResult(passed=not leaked, metadata={
+        "evaluation_id": rows[0]["evaluation_id"], "problems": len(rows), "leaked_problems": len(leaked),
+        "examples": ", ".join(leaked[:10]) or "none"})

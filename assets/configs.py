@@ -6,7 +6,9 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
+from orchrm_dagster.evaluation import EvaluationSettings
 from orchrm_dagster.glue.config_bridge import dagster_config
+from orchrm_dagster.grpo import GRPOSettings
 from orchrm_dagster.ingest import IngestSettings
 from orchrm_dagster.labels import LabelSettings
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
@@ -22,6 +24,8 @@ ExecutionConfig = dagster_config(ExecutionSettings, "ExecutionConfig")
 PairsConfig = dagster_config(PairRules, "PairsConfig")
 RewardModelConfig = dagster_config(RMTrainConfig, "RewardModelConfig")
 ScoringConfig = dagster_config(ScoringSettings, "ScoringConfig")
+EvaluationConfig = dagster_config(EvaluationSettings, "EvaluationConfig")
+GRPORoundConfig = dagster_config(GRPOSettings, "GRPORoundConfig")
 
 
 class QuarantineCheckConfig(dg.Config):

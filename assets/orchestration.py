@@ -1,7 +1,7 @@
 import dagster as dg
 
 from assets.configs import ExecutionConfig, SamplingConfig
-from assets.partitions import orchestration_partitions
+from assets.partitions import GPU_POOL, orchestration_partitions
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.llm import build_backend
 from orchrm_dagster.orchestration import execute_and_land, sample_partition
@@ -14,12 +14,12 @@ def _dimensions(context) -> tuple[str, str]:
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["problems"], group_name="orchestration",
-          kinds={"python", "parquet"})
+          kinds={"python", "parquet"}, pool=GPU_POOL)
 def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingConfig, storage: StorageResource,
                           llm: LLMBackendResource, policy_registry: PolicyRegistry):
     """N orchestration plans per problem from one policy, with each plan's mean token log-probability."""
     benchmark, policy_name = _dimensions(context)
-    policy = policy_registry.spec(policy_name)
+    policy = policy_registry.spec(policy_name, storage.storage_root())
     backend = build_backend(policy.backend_spec(llm.to_engine()))
     report = sample_partition(storage.storage_root(), context.partition_key, benchmark, policy, backend,
                               config.to_engine())
@@ -36,7 +36,7 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples"], group_name="orchestration",
-          kinds={"python"})
+          kinds={"python"}, pool=GPU_POOL)
 def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConfig, storage: StorageResource,
                         llm: LLMBackendResource):
     """Executes each sampled plan with sub-agents and lands the runs as a contract batch in the landing zone."""

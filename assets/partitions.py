@@ -11,3 +11,10 @@ WAREHOUSE_POOL = "warehouse"
 benchmarks = dg.DynamicPartitionsDefinition(name="benchmarks")
 policies = dg.DynamicPartitionsDefinition(name="policies")
 orchestration_partitions = dg.MultiPartitionsDefinition({"benchmark": benchmarks, "policy": policies})
+
+# GRPO rounds: one partition per round ("1", "2", ...), added by the loop (sensor or `orchrm loop`).
+grpo_rounds = dg.DynamicPartitionsDefinition(name="grpo_rounds")
+
+# Steps that hold a model on the accelerator (sampling, reward-model training and scoring, GRPO) share this pool; on
+# one machine its limit of 1 (the instance's default) means one model at a time, and never two GRPO rounds.
+GPU_POOL = "gpu"

@@ -4,6 +4,7 @@ import dagster as dg
 
 from assets.checks import (
     champion_beats_chance,
+    evaluation_held_out,
     every_referenced_run_labeled,
     pairs_mix_ratio,
     pairs_split_by_problem,
@@ -11,15 +12,19 @@ from assets.checks import (
     quarantine_rate,
     run_ids_unique,
 )
+from assets.evaluation import evaluation, plan_scores
 from assets.ingestion import run_batch_ingestion
-from assets.jobs import ingest_run_batch_job, orchestrate_job
+from assets.grpo import grpo_round
+from assets.jobs import evaluation_job, grpo_round_job, ingest_run_batch_job, orchestrate_job, retrain_reward_model_job
 from assets.labels import labels
 from assets.orchestration import execution_artifacts, orchestration_samples
 from assets.problems import problems
 from assets.reward_model import pairs, reward_model, rm_scores
-from assets.sensors import landing_zone_sensor, orchestration_partitions_sensor
+from assets.sensors import (checkpoint_rollout_sensor, grpo_loop_sensor, landing_zone_sensor, nightly_evaluation,
+                            orchestration_partitions_sensor, reward_model_retrain_sensor)
 from orchrm_dagster.glue.resources import (
     LLMBackendResource,
+    LoopResource,
     PolicyRegistry,
     StorageResource,
     default_storage_resource,
@@ -28,18 +33,22 @@ from orchrm_dagster.glue.resources import (
 
 
 def build_definitions(storage: StorageResource | None = None, llm: LLMBackendResource | None = None,
-                      policy_registry: PolicyRegistry | None = None) -> dg.Definitions:
+                      policy_registry: PolicyRegistry | None = None, loop: LoopResource | None = None
+                      ) -> dg.Definitions:
     return dg.Definitions(
         assets=[problems, run_batch_ingestion, labels, orchestration_samples, execution_artifacts, pairs,
-                reward_model, rm_scores],
+                reward_model, rm_scores, plan_scores, evaluation, grpo_round],
         asset_checks=[run_ids_unique, every_referenced_run_labeled, quarantine_rate, pairs_unique,
-                      pairs_split_by_problem, pairs_mix_ratio, champion_beats_chance],
-        jobs=[ingest_run_batch_job, orchestrate_job],
-        sensors=[landing_zone_sensor, orchestration_partitions_sensor],
+                      pairs_split_by_problem, pairs_mix_ratio, champion_beats_chance, evaluation_held_out],
+        jobs=[ingest_run_batch_job, orchestrate_job, grpo_round_job, retrain_reward_model_job, evaluation_job],
+        sensors=[landing_zone_sensor, orchestration_partitions_sensor, checkpoint_rollout_sensor,
+                 reward_model_retrain_sensor, grpo_loop_sensor],
+        schedules=[nightly_evaluation],
         resources={
             "storage": storage or default_storage_resource(),
             "llm": llm or LLMBackendResource(),
             "policy_registry": policy_registry or embedded_policies(),
+            "loop": loop or LoopResource(),
         },
     )
 

@@ -58,3 +58,10 @@ def test_query_is_read_only_and_errors_are_clear(isolated_env):
     invoke("materialize", "problems")
     write = CliRunner().invoke(main, ["query", "create table t as select 1"])
     assert write.exit_code != 0 and "read-only" in write.output.lower()
+
+
+def test_a_failed_step_shows_its_cause_not_dagsters_wrapper(isolated_env):
+    invoke("materialize", "problems")
+    result = invoke("materialize", "reward_model")
+    assert result.exit_code == 1
+    assert "no training pairs" in result.output and "Error occurred while executing op" not in result.output

@@ -256,6 +256,42 @@ JUDGE_CACHE = pa.schema(
     ]
 )
 
+# Orchestrator policies trained by GRPO rounds: each row is a policy the runner can sample from.
+POLICY_CHECKPOINTS = pa.schema(
+    [
+        ("round", pa.int64()),
+        ("name", pa.string()),  # the policy's name (a `policies` partition key)
+        ("path", pa.string()),  # the model folder (under <root>/checkpoints/policy/)
+        ("base_model", pa.string()),  # what the round started from
+        ("reward_mode", pa.string()),
+        ("rm_version", pa.int64()),
+        ("prompt", pa.string()),  # the orchestrator prompt the policy was trained with
+        ("max_agents", pa.int64()),
+        ("max_new_tokens", pa.int64()),
+        ("created_at", pa.string()),
+    ]
+)
+
+# One row per finished GRPO round.
+GRPO_ROUNDS = pa.schema(
+    [
+        ("round", pa.int64()),
+        ("policy_checkpoint", pa.string()),
+        ("reward_mode", pa.string()),
+        ("rm_version", pa.int64()),
+        ("steps", pa.int64()),
+        ("mean_reward", pa.float64()),
+        ("kl", pa.float64()),
+        ("generation_tokens", pa.int64()),  # tokens the policy generated while training
+        ("reward_tokens", pa.int64()),  # tokens the reward model (or panel, or judge) read
+        ("rollout_tokens", pa.int64()),  # sub-agent tokens spent executing plans for rewards
+        ("heldout_reward_before", pa.float64()),  # the champion's mean score of held-out plans, previous policy
+        ("heldout_reward_after", pa.float64()),  # the same, the new policy (same problems and seeds)
+        ("heldout_accuracy", pa.float64()),  # correctness of the new policy's held-out plans, executed
+        ("seconds", pa.float64()),
+    ]
+)
+
 # Every table of the warehouse (a DuckDB view each, over its Parquet files).
 WAREHOUSE_TABLES: dict[str, pa.Schema] = {
     "runs": RUNS,
@@ -273,6 +309,8 @@ WAREHOUSE_TABLES: dict[str, pa.Schema] = {
     "evaluation_problems": EVALUATION_PROBLEMS,
     "verifier_scores": VERIFIER_SCORES,
     "judge_cache": JUDGE_CACHE,
+    "policy_checkpoints": POLICY_CHECKPOINTS,
+    "grpo_rounds": GRPO_ROUNDS,
 }
 
 # Tables written one folder per partition (`batch_id=<key>/part-*.parquet`); the rest are a single file.

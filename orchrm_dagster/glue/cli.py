@@ -122,17 +122,23 @@ def status() -> None:
 @click.option("--problems", "problem_limit", default=4, show_default=True, help="The first N problems.")
 @click.option("--samples", "n_samples", default=2, show_default=True, help="Plans per problem.")
 @click.option("--seed", default=0, show_default=True)
+@click.option("--best-of", "best_of", type=click.IntRange(min=1), default=None,
+              help="Best-of-N before rollout: sample N plans per problem (at least), let the champion reward model "
+                   "score them, and execute only the best of each problem.")
 @click.option("--ingest/--no-ingest", default=True, show_default=True, help="Ingest and label the landed runs.")
-def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, ingest) -> None:
+def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, best_of, ingest) -> None:
     """Sample orchestration plans, execute them with sub-agents, land (and ingest) the runs."""
     from orchrm_dagster.glue.commands import ingest_landed
     from orchrm_dagster.glue.main_job import orchestrate_policies
 
     defs = _definitions()
+    if best_of:
+        n_samples = max(n_samples, best_of)
     sampling = {"n_samples": n_samples, "problem_limit": problem_limit, "seed": seed}
+    execution = {"selection": "orchrm_bon", "best_of_n": best_of} if best_of else {}
     with _step_status() as show:
         executions = _or_exit(lambda: orchestrate_policies(
-            defs, benchmark, list(policy_names), sampling, {},
+            defs, benchmark, list(policy_names), sampling, execution,
             on_start=lambda name: show(f"{benchmark} x {name}: sampling {n_samples} plans for {problem_limit} "
                                        f"problems and executing them"),
             on_done=_print_execution))
@@ -163,15 +169,18 @@ def _run_config(config_file: Path | None) -> dict | None:
 @click.option("--max-train-pairs", default=320, show_default=True)
 def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: int, max_train_pairs: int) -> None:
     """The main job on the embedded default: problems; real MAS runs from the embedded model for every policy;
-    the example batch and a generated history batch; labels; pairs; a reward model; scores of every run."""
+    the example batch and a generated history batch; labels; pairs; a reward model; held-out runs; scores of every
+    run; the Best-of-N evaluation table."""
     from orchrm_dagster.glue.main_job import MainJobOptions, run_main_job
 
     options = MainJobOptions(benchmark, problem_limit, n_samples, history_runs, max_train_pairs)
     with _step_status() as show:
-        outcomes = _or_exit(lambda: run_main_job(_definitions(), options, on_step=show, on_execution=_print_execution))
+        outcomes, evaluation_id = _or_exit(
+            lambda: run_main_job(_definitions(), options, on_step=show, on_execution=_print_execution))
     _print_outcomes(outcomes)
     click.get_current_context().invoke(status)
     _print_reward_model_summary()
+    _print_evaluation(evaluation_id)
 
 
 def _print_reward_model_summary() -> None:
@@ -180,6 +189,98 @@ def _print_reward_model_summary() -> None:
         "from rm_checkpoints order by version").to_pylist()
     _print_rows(["rm version", "train pairs", "validation pairs", "val accuracy", "champion"],
                 [list(r.values()) for r in rows])
+
+
+@main.command(name="evaluate")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only this benchmark (repeatable).")
+@click.option("--policy", "policies", multiple=True, help="Only this policy (repeatable).")
+@click.option("--methods", default=None, help="Comma-separated methods (default: all): " + ", ".join(
+    ("single", "orchrm_bon", "majority_vote", "logprob", "collaborative_verifier", "plan_judge", "trajectory_judge",
+     "oracle")))
+@click.option("--n", "ns", default="1,2,4,8", show_default=True, help="Comma-separated candidate-set sizes N.")
+@click.option("--judge-draws", type=click.IntRange(min=1), default=None,
+              help="Candidate sets each LLM judge sees per problem and N (each one call, cached).")
+def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
+    """Best-of-N on held-out problems: materialize `evaluation` and print its table and where its plots are."""
+    from orchrm_dagster.glue.commands import materialization_metadata
+    from orchrm_dagster.glue.main_job import materialize_or_fail
+
+    config: dict = {"benchmarks": list(benchmarks), "policies": list(policies), "ns": _int_list(ns, "--n")}
+    if methods:
+        config["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
+    if judge_draws:
+        config["judge"] = {"draws": judge_draws}
+    with console.status("evaluating"):
+        result = _or_exit(lambda: materialize_or_fail(_definitions(), 'key:"evaluation"',
+                                                      {"ops": {"evaluation": {"config": config}}}))
+    metadata = materialization_metadata(result, "evaluation")
+    _print_evaluation(metadata["evaluation_id"])
+    for name in ("accuracy_vs_n_file", "accuracy_vs_tokens_file"):
+        if name in metadata:
+            console.print(f"{name.removesuffix('_file').replace('_', ' ')}: {metadata[name]}", soft_wrap=True)
+
+
+@main.command(name="loop")
+@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="GRPO rounds to run now.")
+@click.option("--reward-mode", type=click.Choice(["orchrm", "trajectory", "collaborative", "orchrm+collaborative",
+                                                  "trajectory+collaborative"]), default=None,
+              help="What rewards a sampled plan (default: the round config's, orchrm).")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="GRPO steps per round.")
+@click.option("--group-size", type=click.IntRange(min=2), default=None, help="Plans per problem and step.")
+@click.option("--token-budget", type=click.IntRange(min=1), default=None,
+              help="Stop between rounds once the rounds' generation, reward and rollout tokens reach this.")
+@click.option("--retrain-min-new-pairs", type=click.IntRange(min=0), default=None,
+              help="Retrain the reward model once this many pairs arrived since the champion trained.")
+def loop_command(rounds, reward_mode, steps, group_size, token_budget, retrain_min_new_pairs) -> None:
+    """The loop that keeps learning: each round trains a policy checkpoint with GRPO against the champion reward
+    model, executes the checkpoint's plans, ingests them, rebuilds pairs, retrains the reward model when enough new
+    pairs arrived, and scores the runs."""
+    import dataclasses
+
+    from orchrm_dagster.glue.loop import run_loop
+
+    defs = _definitions()
+    grpo = {key: value for key, value in (("reward_mode", reward_mode), ("steps", steps),
+                                          ("group_size", group_size)) if value is not None}
+    loop = defs.resources["loop"].to_engine()
+    overrides = {key: value for key, value in (("token_budget", token_budget),
+                                               ("retrain_min_new_pairs", retrain_min_new_pairs)) if value is not None}
+    loop = dataclasses.replace(loop, **overrides)
+    with _progress() as progress:
+        task = progress.add_task("loop", total=rounds)
+
+        done = _or_exit(lambda: run_loop(defs, rounds, loop, grpo,
+                                         on_step=lambda text: progress.update(task, description=text),
+                                         on_round=lambda _: progress.advance(task)))
+        progress.update(task, completed=len(done), description=f"{len(done)} rounds done")
+    rows = _storage().warehouse().query(
+        "select round, reward_mode, rm_version, steps, round(mean_reward, 3) reward, round(kl, 4) kl, "
+        "generation_tokens, reward_tokens, rollout_tokens, round(heldout_reward_before, 3) heldout_before, "
+        "round(heldout_reward_after, 3) heldout_after, round(heldout_accuracy, 3) heldout_accuracy, "
+        "round(seconds) seconds from grpo_rounds order by round").to_pylist()
+    _print_rows(list(rows[0]) if rows else ["round"], [list(r.values()) for r in rows])
+    for item in done:
+        console.print(f"round {item.round}: reward model {'retrained' if item.retrained else 'kept'}, "
+                      f"champion v{item.champion}")
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as err:
+        raise click.BadParameter(f"{text!r}: comma-separated integers expected", param_hint=option) from err
+
+
+def _print_evaluation(evaluation_id: str) -> None:
+    rows = _storage().warehouse().query(
+        "select benchmark, policy, method, n, round(accuracy, 3) accuracy, round(ci_low, 3) ci_low, "
+        "round(ci_high, 3) ci_high, n_problems, round(verification_tokens) verification_tokens, "
+        "round(execution_tokens) execution_tokens from evaluation where evaluation_id = $id "
+        "order by benchmark, policy, n, method", {"id": evaluation_id}).to_pylist()
+    if not rows:
+        console.print("no (benchmark, policy) had enough executed, labeled runs per held-out problem")
+        return
+    _print_rows(list(rows[0]), [list(r.values()) for r in rows])
 
 
 def _step_status():

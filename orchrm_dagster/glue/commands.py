@@ -12,7 +12,7 @@ import sql
 from orchrm_dagster.glue.instance import cli_instance
 from orchrm_dagster.storage import batch_id_for
 
-_QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+_QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # the CLI prints what failed itself
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,18 @@ def materialization_metadata(result, asset_key: str) -> dict:
 
 
 def failure_messages(result) -> list[str]:
-    """What went wrong in a failed in-process run, one line per failed step."""
-    return [f"{event.step_key}: {event.event_specific_data.error.message.strip()}"
+    """What went wrong in a failed in-process run, one line per failed step: the underlying error (Dagster wraps
+    it in "Error occurred while executing op ...", which says nothing a person can act on)."""
+    return [f"{event.step_key}: {root_cause(event.event_specific_data.error)}"
             for event in result.all_events if event.is_step_failure]
+
+
+def root_cause(error) -> str:
+    """The innermost cause of a serialized Dagster error, as `Type: message`."""
+    while error.cause is not None:
+        error = error.cause
+    return f"{error.cls_name}: {error.message.strip()}" if error.cls_name and not error.message.startswith(
+        error.cls_name) else error.message.strip()
 
 
 def _outcome(storage, batch_id: str, result) -> BatchOutcome:

@@ -18,6 +18,7 @@ import pydantic
 from pydantic.fields import FieldInfo
 
 _GENERATED: dict[type, type] = {}  # generated Dagster class -> engine class
+_DEFAULTS: dict[type, object] = {}  # generated Dagster class -> the engine instance whose values are its defaults
 
 
 class EngineConfig(dg.Config):
@@ -34,12 +35,23 @@ class EngineResource(dg.ConfigurableResource):
         return _to_engine(self)
 
 
-def dagster_config(engine_cls: type, name: str, base: type = EngineConfig) -> type:
-    """A `base` subclass named `name` with one field per field of `engine_cls` (same default and description)."""
-    fields = {field_name: _field(info) for field_name, info in engine_cls.__pydantic_fields__.items()}
+def dagster_config(engine_cls: type, name: str, base: type = EngineConfig, defaults=None) -> type:
+    """A `base` subclass named `name` with one field per field of `engine_cls` (same default and description).
+    With `defaults` (an engine_cls instance), its values are the defaults instead: a nested config whose parent
+    sets other defaults than the nested class's own gets a class of its own, since Dagster's launchpad takes a
+    nested field's defaults from its class."""
+    fields = {field_name: _field(info, name, getattr(defaults, field_name) if defaults is not None else _UNSET)
+              for field_name, info in engine_cls.__pydantic_fields__.items()}
     generated = pydantic.create_model(name, __base__=base, __module__=__name__, __doc__=engine_cls.__doc__, **fields)
     _GENERATED[generated] = engine_cls
+    if defaults is not None:
+        _DEFAULTS[generated] = defaults
     return generated
+
+
+def defaults_of(generated: type):
+    """The engine instance a generated class takes its defaults from (None: the engine class's own defaults)."""
+    return _DEFAULTS.get(generated)
 
 
 def engine_class_of(generated: type) -> type:
@@ -54,31 +66,44 @@ def generated_classes() -> dict[type, type]:
     return dict(_GENERATED)
 
 
-def _field(info: FieldInfo) -> tuple[Any, FieldInfo]:
+_UNSET = object()
+
+
+def _field(info: FieldInfo, owner: str, override=_UNSET) -> tuple[Any, FieldInfo]:
     annotation = _dagster_type(info.annotation)
-    if info.default_factory is not None:
-        default = _dagster_value(info.default_factory(), annotation)
+    if override is not _UNSET:
+        value = override
+    elif info.default_factory is not None:
+        value = info.default_factory()
     elif info.is_required():
         return annotation, pydantic.Field(description=info.description)
     else:
-        default = _dagster_value(info.default, annotation)
-    return annotation, pydantic.Field(default=default, description=info.description)
+        value = info.default
+    if dataclasses.is_dataclass(value) and value != type(value)():
+        annotation = dagster_config(type(value), f"{owner}_{type(value).__name__}Config", defaults=value)
+        return annotation, pydantic.Field(default=annotation(), description=info.description)
+    return annotation, pydantic.Field(default=_dagster_value(value, annotation), description=info.description)
 
 
 def _dagster_type(annotation):
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is tuple:
-        return list[_dagster_type(args[0])]
+        return list[_inner_type(args[0])]
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:  # Dagster has no optional enum: an optional Literal is a string the engine validates
-            return (str if typing.get_origin(inner[0]) is typing.Literal else _dagster_type(inner[0])) | None
+        if len(inner) == 1:
+            return _inner_type(inner[0]) | None
     if origin is dict:
-        value = args[1]
-        return dict[args[0], str if typing.get_origin(value) is typing.Literal else _dagster_type(value)]
+        return dict[args[0], _inner_type(args[1])]
     if dataclasses.is_dataclass(annotation):
         return _nested_class(annotation)
     return annotation
+
+
+def _inner_type(annotation):
+    """Dagster takes a Literal (an enum) only as a plain field: inside a list, a dict or an optional it is a string,
+    which the engine config validates."""
+    return str if typing.get_origin(annotation) is typing.Literal else _dagster_type(annotation)
 
 
 def _nested_class(engine_cls: type) -> type:
@@ -88,12 +113,12 @@ def _nested_class(engine_cls: type) -> type:
     return dagster_config(engine_cls, f"{engine_cls.__name__}Config")
 
 
-def _dagster_value(value, annotation):
+def _dagster_value(value, annotation=None):
     if isinstance(value, tuple):
         return list(value)
     if dataclasses.is_dataclass(value):
-        nested = typing.get_args(annotation)[0] if typing.get_origin(annotation) else annotation
-        return nested(**{f.name: _dagster_value(getattr(value, f.name), None) for f in dataclasses.fields(value)})
+        nested = _nested_class(type(value))
+        return nested(**{f.name: _dagster_value(getattr(value, f.name)) for f in dataclasses.fields(value)})
     return value
 
 

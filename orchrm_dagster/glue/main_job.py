@@ -22,6 +22,11 @@ class StepFailed(RuntimeError):
     """A materialization of the sequence failed; the message names the step, the run and each failed op."""
 
 
+# The main job's evaluation: every method; each LLM judge sees one candidate set per problem and N.
+MAIN_JOB_EVALUATION = {"judge": {"draws": 1}}
+HELD_OUT_POLICY = ("generated-orchestrator", "base", None)
+
+
 @dataclass(frozen=True)
 class MainJobOptions:
     benchmark: str = "gsm8k"
@@ -29,6 +34,8 @@ class MainJobOptions:
     n_samples: int = 2
     history_runs: int = 1200
     max_train_pairs: int = 320
+    held_out_problems: int = 12
+    held_out_samples: int = 8
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: lis
                          execution: dict, on_start: Callable[[str], None] | None = None,
                          on_done: Callable[[PolicyExecution], None] | None = None) -> list[PolicyExecution]:
     """Samples and executes plans of each policy (every registered one when `policy_names` is empty)."""
-    names = policy_names or defs.resources["policy_registry"].names()
+    names = policy_names or defs.resources["policy_registry"].names()  # configured ones: checkpoints run by name
     executions = []
     for name in names:
         if on_start:
@@ -65,9 +72,11 @@ def materialize_or_fail(defs: dg.Definitions, selection: str, run_config: dict |
 
 def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(),
                  on_step: Callable[[str], None] = lambda step: None,
-                 on_execution: Callable[[PolicyExecution], None] | None = None) -> list[BatchOutcome]:
-    """problems; real MAS runs from every registered policy; the example batch and a generated history batch;
-    labels; pairs; a reward model; scores of every run. Returns the ingest outcomes of every batch."""
+                 on_execution: Callable[[PolicyExecution], None] | None = None) -> tuple[list[BatchOutcome], str]:
+    """problems; real MAS runs from every registered policy (landed); a generated history batch where plans decide
+    correctness; labels; pairs; a reward model; then the real runs, the example batch and a generated batch on
+    other problems, none of which the reward model saw; scores of every run; the Best-of-N evaluation on those
+    held-out runs. Returns the ingest outcomes of every batch and the evaluation's id."""
     on_step("materializing problems")
     materialize_or_fail(defs, 'key:"problems"')
     sampling = {"n_samples": options.n_samples, "problem_limit": options.problem_limit, "seed": 0}
@@ -76,20 +85,35 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
         on_start=lambda name: on_step(f"{options.benchmark} x {name}: sampling {options.n_samples} plans for "
                                       f"{options.problem_limit} problems and executing them"),
         on_done=on_execution)
-    on_step("ingesting the executed runs, the example batch and a generated history batch")
-    outcomes = ingest_landed(defs, [e.metadata["landed_batch"] for e in executions])
     with tempfile.TemporaryDirectory() as tmp:
-        history = Path(tmp, "generated-history.jsonl")
-        write_jsonl(generate_runs(options.history_runs, seed=1), history)
-        outcomes += ingest_files(defs, [EXAMPLE_BATCH, history])
+        history, held_out = Path(tmp, "generated-history.jsonl"), Path(tmp, "generated-held-out.jsonl")
+        # the history skips the problems the real runs were made on (its benchmarks take turns), and the
+        # held-out batch starts after the history's problems: the reward model sees neither
+        first_history_problem = 3 * options.problem_limit
+        write_jsonl(generate_runs(options.history_runs, seed=1, plans_decide=True,
+                                  first_problem=first_history_problem), history)
+        write_jsonl(generate_runs(options.held_out_problems * options.held_out_samples, seed=2, plans_decide=True,
+                                  samples_per_problem=options.held_out_samples, policies=(HELD_OUT_POLICY,),
+                                  first_problem=first_history_problem + -(-options.history_runs // 8)), held_out)
+        on_step("ingesting a generated history batch")
+        outcomes = _ingested(ingest_files(defs, [history]))
+        on_step("building pairs")
+        materialize_or_fail(defs, 'key:"pairs"')
+        on_step("training a reward model")
+        materialize_or_fail(defs, 'key:"reward_model"',
+                            {"ops": {"reward_model": {"config": {"max_train_pairs": options.max_train_pairs}}}})
+        on_step("ingesting the executed runs, the example batch and a generated batch on held-out problems")
+        outcomes += _ingested(ingest_landed(defs, [e.metadata["landed_batch"] for e in executions]))
+        outcomes += _ingested(ingest_files(defs, [EXAMPLE_BATCH, held_out]))
+    on_step("scoring every run")
+    materialize_or_fail(defs, 'key:"rm_scores"')
+    on_step("evaluating Best-of-N on the held-out runs (LLM judges on the embedded model)")
+    result = materialize_or_fail(defs, 'key:"evaluation"', {"ops": {"evaluation": {"config": MAIN_JOB_EVALUATION}}})
+    return outcomes, materialization_metadata(result, "evaluation")["evaluation_id"]
+
+
+def _ingested(outcomes: list[BatchOutcome]) -> list[BatchOutcome]:
     failed = [o for o in outcomes if o.status != "SUCCESS"]
     if failed:
         raise StepFailed("; ".join(f"ingesting {o.batch_id}: {o.status}" for o in failed))
-    on_step("building pairs")
-    materialize_or_fail(defs, 'key:"pairs"')
-    on_step("training a reward model")
-    materialize_or_fail(defs, 'key:"reward_model"',
-                        {"ops": {"reward_model": {"config": {"max_train_pairs": options.max_train_pairs}}}})
-    on_step("scoring every run")
-    materialize_or_fail(defs, 'key:"rm_scores"')
     return outcomes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from orchrm_dagster.glue.config_bridge import EngineResource, dagster_config
+from orchrm_dagster.grpo import LoopSettings
 from orchrm_dagster.llm import BackendSpec, LLMBackend, build_backend
 from orchrm_dagster.orchestration import PolicySpec
 from orchrm_dagster.storage import StorageRoot, StorageSettings, Warehouse, default_storage_url
@@ -41,14 +42,29 @@ class PolicyRegistry(dg.ConfigurableResource):
 
     policies: list[PolicyConfig]
 
-    def names(self) -> list[str]:
-        return [policy.name for policy in self.policies]
+    def all_policies(self, root: StorageRoot | None = None) -> dict[str, PolicySpec]:
+        """The configured policies, and (given the storage root) every GRPO checkpoint in `policy_checkpoints`."""
+        policies = {policy.name: policy.to_engine() for policy in self.policies}
+        if root is not None:
+            from orchrm_dagster.grpo import checkpoint_policies
 
-    def spec(self, name: str) -> PolicySpec:
-        for policy in self.policies:
-            if policy.name == name:
-                return policy.to_engine()
-        raise KeyError(f"no policy named {name!r} in the policy registry (known: {', '.join(self.names())})")
+            policies |= {policy.name: policy for policy in checkpoint_policies(root)}
+        return policies
+
+    def names(self, root: StorageRoot | None = None) -> list[str]:
+        return list(self.all_policies(root))
+
+    def spec(self, name: str, root: StorageRoot | None = None) -> PolicySpec:
+        policies = self.all_policies(root)
+        if name not in policies:
+            raise KeyError(f"no policy named {name!r} in the policy registry or the policy checkpoints "
+                           f"(known: {', '.join(policies)})")
+        return policies[name]
+
+
+class LoopResource(dagster_config(LoopSettings, "LoopResourceFields", base=EngineResource)):
+    """How the loop keeps learning unattended: when it stops, when the reward model retrains, how many plans each
+    new checkpoint executes. Read by the loop's sensors and by `orchrm loop`."""
 
 
 def embedded_policies() -> PolicyRegistry:

@@ -1,15 +1,18 @@
 """The MAS runner: sample orchestration plans from a policy, execute them with sub-agents, land the runs."""
 
-from orchrm_dagster.orchestration.execution import ExecutionReport, execute_samples, finished_run_ids, run_record
+from orchrm_dagster.orchestration.execution import (ExecutionReport, PlanJob, execute_plans, execute_samples,
+                                                    finished_run_ids, run_record)
 from orchrm_dagster.orchestration.partition import SamplingReport, execute_and_land, sample_partition
 from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
 from orchrm_dagster.orchestration.sampling import PlanSample, Problem, orchestrator_request, sample_plans
+from orchrm_dagster.orchestration.selection import PlanScore, ScoredSamples, Selection, best_of_n, score_samples
 from orchrm_dagster.orchestration.settings import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.orchestration.store import (SAMPLES_TABLE, benchmarks_available, execution_batch_name,
                                                 partition_folder, read_samples, select_problems, write_samples)
 
 __all__ = [
-    "ExecutionReport", "ExecutionSettings", "PlanSample", "PlanSamplingSettings", "PolicySpec", "Problem",
+    "ExecutionReport", "ExecutionSettings", "PlanJob", "execute_plans", "PlanSample", "PlanScore", "ScoredSamples", "Selection", "best_of_n",
+    "score_samples", "PlanSamplingSettings", "PolicySpec", "Problem",
     "SAMPLES_TABLE", "SamplingReport", "benchmarks_available", "execute_and_land", "execute_samples",
     "execution_batch_name", "finished_run_ids", "orchestrator_request", "partition_folder", "read_samples",
     "run_id_for", "run_record", "sample_partition", "sample_plans", "sample_seed", "select_problems", "write_samples",

@@ -30,8 +30,9 @@ class ExecutionReport:
     mean_batch_size: float | None = None  # requests per backend call, when concurrent plans shared batches
 
 
-def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_model: str) -> dict:
-    """The contract-v1 record of one executed (or unexecutable) plan."""
+def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_model: str,
+               extra_meta: dict | None = None) -> dict:
+    """The contract-v1 record of one executed (or unexecutable) plan; `extra_meta` joins its meta."""
     calls = result.subagent_records() if result else []
     sub_prompt = result.prompt_tokens if result else 0
     sub_completion = result.completion_tokens if result else 0
@@ -51,7 +52,7 @@ def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_mode
         "meta": {"contract": CONTRACT_VERSION, "orchestrator_model": sample.orchestrator_model,
                  "subagent_model": subagent_model, "grammar": sample.grammar, "seed": sample.seed,
                  "plan_error": _plan_error_code(sample, result),
-                 "error_kind": RunErrorKind(error_kind).value if error_kind else None},
+                 "error_kind": RunErrorKind(error_kind).value if error_kind else None, **(extra_meta or {})},
     }
 
 
@@ -78,10 +79,12 @@ def finished_run_ids(partial: Path) -> set[str]:
 
 def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial: Path,
                     settings: ExecutionSettings = ExecutionSettings(),
-                    on_run: Callable[[dict], None] | None = None) -> ExecutionReport:
+                    on_run: Callable[[dict], None] | None = None,
+                    meta_by_run: dict[str, dict] | None = None) -> ExecutionReport:
     """Execute each sample not yet in `partial`, appending its run record as it finishes (flushed per run, so an
     interrupted execution resumes where it stopped). Up to `settings.concurrent_plans` plans run at once; with a
-    backend that batches in-process their sub-agent calls are merged into shared batches."""
+    backend that batches in-process their sub-agent calls are merged into shared batches. `meta_by_run` adds
+    fields to the meta of the runs it names."""
     started = time.perf_counter()
     report = ExecutionReport()
     done = finished_run_ids(partial)
@@ -95,7 +98,7 @@ def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial:
         running = [pool.submit(_execute_as_worker, sample, shared, settings) for sample in todo]
         for finished in as_completed(running):
             sample, result = finished.result()
-            record = run_record(sample, result, backend.model_id)
+            record = run_record(sample, result, backend.model_id, (meta_by_run or {}).get(sample.run_id))
             out.write(orjson.dumps(record) + b"\n")
             out.flush()
             os.fsync(out.fileno())
@@ -124,13 +127,41 @@ def _execute_as_worker(sample: PlanSample, backend: LLMBackend, settings: Execut
 def _execute(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings) -> ExecutionResult | None:
     if sample.plan_error_kind == RunErrorKind.GENERATION_FAILED:
         return None
+    return _execute_plan(PlanJob(sample.question, sample.plan, sample.answer_type, sample.seed), backend, settings)
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """A plan to execute outside a sampled partition (a GRPO reward, a held-out check)."""
+
+    question: str
+    plan: str
+    answer_type: str
+    seed: int = 0
+
+
+def execute_plans(jobs: list[PlanJob], backend: LLMBackend,
+                  settings: ExecutionSettings = ExecutionSettings()) -> list[ExecutionResult]:
+    """Executes every plan (never raises for one: failures come back in each result's `error`), up to
+    `settings.concurrent_plans` at once with their sub-agent calls sharing batches, in the order given."""
+    shared = _shared_backend(backend, settings.concurrent_plans)
+
+    def run(job: PlanJob) -> ExecutionResult:
+        with shared.worker() if isinstance(shared, CoalescingBackend) else nullcontext():
+            return _execute_plan(job, shared, settings)
+
+    with ThreadPoolExecutor(max(1, settings.concurrent_plans)) as pool:
+        return list(pool.map(run, jobs))
+
+
+def _execute_plan(job: PlanJob, backend: LLMBackend, settings: ExecutionSettings) -> ExecutionResult:
     ctx = AgentContext(
         backend=backend,
         sampling=SamplingSettings(temperature=settings.subagent_temperature,
                                   max_new_tokens=settings.subagent_max_new_tokens),
-        answer_format=sample.answer_type, seed=sample.seed,
+        answer_format=job.answer_type, seed=job.seed,
     )
-    return execute_plan(sample.question, sample.plan, ctx, settings.agents, timeout_s=settings.plan_timeout_s)
+    return execute_plan(job.question, job.plan, ctx, settings.agents, timeout_s=settings.plan_timeout_s)
 
 
 def _drop_torn_tail(partial: Path) -> None:

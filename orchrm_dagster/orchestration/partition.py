@@ -10,6 +10,7 @@ from orchrm_dagster.llm import LLMBackend
 from orchrm_dagster.orchestration.execution import ExecutionReport, execute_samples
 from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for
 from orchrm_dagster.orchestration.sampling import PlanSample, sample_plans
+from orchrm_dagster.orchestration.selection import best_of_n, score_samples
 from orchrm_dagster.orchestration.settings import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.orchestration.store import execution_batch_name, read_samples, select_problems, write_samples
 from orchrm_dagster.storage import LandedFile, StorageRoot, local_work_dir
@@ -46,13 +47,20 @@ def sample_partition(root: StorageRoot, partition_key: str, benchmark: str, poli
 
 def execute_and_land(root: StorageRoot, partition_key: str, backend: LLMBackend, settings: ExecutionSettings,
                      on_run: Callable[[dict], None] | None = None) -> tuple[ExecutionReport, LandedFile]:
-    """Executes the partition's samples into a local partial file (resumable: finished runs, including those a
+    """Executes the partition's samples (all of them, or with selection=orchrm_bon only the champion's pick among
+    each problem's first best_of_n) into a local partial file (resumable: finished runs, including those a
     previous attempt already landed, are not redone), then lands it as one batch file and removes the partial."""
     samples = read_samples(root, partition_key)
-    batch_name = execution_batch_name(partition_key)
+    meta = None
+    if settings.selection == "orchrm_bon":
+        selections = best_of_n(samples, score_samples(root, partition_key, samples, settings.scoring),
+                               settings.best_of_n)
+        samples = [s.chosen for s in selections]
+        meta = {s.chosen.run_id: s.meta for s in selections}
+    batch_name = execution_batch_name(partition_key, settings)
     partial = local_work_dir(root) / "execution" / f"{batch_name}.partial"
     _seed_partial_from_landed(root, batch_name, partial)
-    report = execute_samples(samples, backend, partial, settings, on_run=on_run)
+    report = execute_samples(samples, backend, partial, settings, on_run=on_run, meta_by_run=meta)
     landed = root.land(partial, name=batch_name)
     partial.unlink()
     return report, landed

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.mas import AgentSettings
+from orchrm_dagster.rm import ScoringSettings
 
 
 @engine_config
@@ -23,3 +26,13 @@ class ExecutionSettings:
     concurrent_plans: int = Field(default=8, description="Plans executed at once; with an in-process backend "
                                   "(transformers, vllm) their sub-agent calls share batches")
     agents: AgentSettings = Field(default_factory=AgentSettings, description="How each kind of sub-agent works")
+    selection: Literal["all", "orchrm_bon"] = Field(
+        default="all", description="all: execute every sampled plan; orchrm_bon: the champion reward model scores "
+                                   "the first best_of_n plans of each problem and only the best is executed")
+    best_of_n: int = Field(default=8, description="Candidates per problem with selection=orchrm_bon")
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings,
+                                     description="How the reward model scores plans with selection=orchrm_bon")
+
+    def __post_init__(self) -> None:
+        if self.best_of_n < 1:
+            raise ValueError("best_of_n must be >= 1")

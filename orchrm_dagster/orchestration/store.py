@@ -21,9 +21,11 @@ def partition_folder(partition_key: str) -> str:
     return batch_id_for(partition_key)
 
 
-def execution_batch_name(partition_key: str) -> str:
-    """The landing-zone file the executed runs of one (benchmark, policy) partition land as."""
-    return f"mas-{partition_folder(partition_key)}.jsonl"
+def execution_batch_name(partition_key: str, settings=None) -> str:
+    """The landing-zone file the executed runs of one (benchmark, policy) partition land as (Best-of-N executions
+    land apart, as `...-best-of-N.jsonl`)."""
+    suffix = f"-best-of-{settings.best_of_n}" if settings is not None and settings.selection == "orchrm_bon" else ""
+    return f"mas-{partition_folder(partition_key)}{suffix}.jsonl"
 
 
 def read_samples(root: StorageRoot, partition_key: str) -> list[PlanSample]:

@@ -34,6 +34,9 @@ class RMTrainConfig:
                                                               "unset leaves torch's default")
     max_train_pairs: int | None = Field(
         default=None, description="Train on a deterministic subset of this size (lowest pair ids)")
+    pair_sources: tuple[str, ...] = Field(
+        default=(), description="Train only on pairs of these sources (empty: all); a from-scratch GRPO recipe "
+                                "trains on correct_over_incorrect alone")
     champion_margin: float = Field(
         default=0.0, description="A challenger becomes champion unless it trails the champion by more than this")
 

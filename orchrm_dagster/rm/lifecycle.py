@@ -60,6 +60,36 @@ def read_champion(base: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def champion_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()):
+    """(version, RewardScorer) of the current champion; FileNotFoundError when no reward model is trained yet."""
+    from orchrm_dagster.rm.score import RewardScorer
+
+    base = checkpoints_dir(root)
+    champion = read_champion(base)
+    if champion is None:
+        raise FileNotFoundError(f"no champion reward model in {base}: materialize `reward_model` first")
+    scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), settings.device, settings.max_length,
+                          settings.batch_size)
+    return champion["version"], scorer
+
+
+def pairs_since_champion(root: StorageRoot, pairs_now: int) -> int | None:
+    """How many more pairs the tables hold than when the champion trained (None: no champion yet)."""
+    from orchrm_dagster.rm.checkpoints import read_manifest
+
+    champion = read_champion(checkpoints_dir(root))
+    if champion is None:
+        return None
+    return pairs_now - (read_manifest(champion["path"]).get("pairs_available") or 0)
+
+
+def pair_problems(root: StorageRoot, version: int) -> frozenset[str] | None:
+    """The problems of every pair (train and validation) reward-model `version` saw; None for a version trained
+    before this was recorded."""
+    path = Path(version_dir(str(checkpoints_dir(root)), version), PAIR_PROBLEMS_FILE)
+    return frozenset(json.loads(path.read_text())) if path.exists() else None
+
+
 def _unfinished_version(base: Path) -> int | None:
     """A version folder without a manifest is a training that was interrupted: it is resumed, not skipped."""
     finished = {v["version"] for v in list_versions(str(base))}
@@ -71,12 +101,15 @@ def _unfinished_version(base: Path) -> int | None:
 def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> TrainingOutcome:
     """A new version trained on the pairs table (and imported pairs); the `rm_checkpoints` table is rewritten."""
     texts = training_pair_texts(root)
+    available = texts.height
+    if config.pair_sources:
+        texts = texts.filter(pl.col("source").is_in(config.pair_sources))
     train, validation = _split(texts, TRAIN), _split(texts, VALIDATION)
     if config.max_train_pairs is not None and len(train) > config.max_train_pairs:
         train = train.select(sorted(range(len(train)), key=lambda i: train.pair_id[i])[: config.max_train_pairs])
     kept = set(train.pair_id) | set(validation.pair_id)
     problems = texts.filter(pl.col("pair_id").is_in(kept)).get_column("problem_id").unique().sort().to_list()
-    outcome = train_new_version(root, train, validation, config, problems)
+    outcome = train_new_version(root, train, validation, config, problems, pairs_available=available)
     root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
     return outcome
 
@@ -86,7 +119,7 @@ def _split(texts: pl.DataFrame, split: str) -> PairTexts:
 
 
 def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
-                      pair_problems: list[str] | None = None) -> TrainingOutcome:
+                      pair_problems: list[str] | None = None, pairs_available: int | None = None) -> TrainingOutcome:
     from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
     from orchrm_dagster.rm.train import train_reward_model
 
@@ -105,6 +138,7 @@ def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts
                "is_champion": becomes_champion}
     manifest = build_manifest(version, config, pair_set_fingerprint(train, validation), len(train),
                               len(validation), metrics, result.seconds, result.pairs_per_second)
+    manifest["pairs_available"] = pairs_available  # pairs in the tables when it trained: new ones are counted from it
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
     Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
     write_manifest(folder, manifest)
@@ -162,21 +196,14 @@ def score_runs(root: StorageRoot, settings: ScoringSettings = ScoringSettings(),
     """Scores every run batch with the champion; batches already scored by it are left as they are."""
     import time
 
-    from orchrm_dagster.rm.score import RewardScorer
-
-    base = checkpoints_dir(root)
-    champion = read_champion(base)
-    if champion is None:
-        raise FileNotFoundError(f"no champion reward model in {base}: materialize `reward_model` first")
     started = time.perf_counter()
-    report = ScoringReport(champion["version"])
-    scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), settings.device, settings.max_length,
-                          settings.batch_size)
+    version, scorer = champion_scorer(root, settings)
+    report = ScoringReport(version)
     for batch_id in root.batch_ids("runs"):
-        if _scored_by(root, batch_id) == champion["version"]:
+        if _scored_by(root, batch_id) == version:
             report.batches_current += 1
             continue
-        report.runs_scored += _score_batch(root, scorer, batch_id, champion["version"], rows_per_chunk)
+        report.runs_scored += _score_batch(root, scorer, batch_id, version, rows_per_chunk)
         report.batches_scored += 1
     report.seconds = time.perf_counter() - started
     return report

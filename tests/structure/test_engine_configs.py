@@ -12,7 +12,8 @@ import pytest
 import assets.configs  # noqa: F401  (generates the run configs)
 import orchrm_dagster
 from orchrm_dagster.glue import resources  # noqa: F401  (generates the resources' fields)
-from orchrm_dagster.glue.config_bridge import EngineConfig, dagster_config, engine_class_of, generated_classes
+from orchrm_dagster.glue.config_bridge import (EngineConfig, dagster_config, defaults_of, engine_class_of,
+                                               generated_classes)
 
 
 def _engine_config_classes() -> set[type]:
@@ -42,6 +43,7 @@ def test_every_engine_config_reaches_dagster():
 def test_the_launchpad_shows_each_engine_field_with_its_default_and_description(generated, engine):
     launchpad = _launchpad_fields(generated)
     assert set(launchpad) == set(engine.__pydantic_fields__), "a field exists on one side only"
+    instance = defaults_of(generated)
     for name, info in engine.__pydantic_fields__.items():
         field = launchpad[name]
         assert info.description and field.description == info.description, name
@@ -49,6 +51,7 @@ def test_the_launchpad_shows_each_engine_field_with_its_default_and_description(
             assert field.is_required, name
             continue
         default = info.default_factory() if info.default_factory is not None else info.default
+        default = getattr(instance, name) if instance is not None else default
         shown = field.default_value if field.default_provided else None
         expected = dataclasses.asdict(default) if dataclasses.is_dataclass(default) else default
         assert _plain(shown) == _plain(expected), name
@@ -66,7 +69,7 @@ def _plain(value):
                          ids=lambda c: c.__name__)
 def test_defaults_round_trip_to_the_engine(generated, engine):
     required = {name: "x" for name, info in engine.__pydantic_fields__.items() if info.is_required()}
-    assert generated(**required).to_engine() == engine(**required)
+    assert generated(**required).to_engine() == (defaults_of(generated) or engine(**required))
 
 
 def test_a_value_set_in_run_config_reaches_the_engine_nested_and_as_a_tuple():
@@ -92,3 +95,11 @@ def test_a_field_added_to_an_engine_config_appears_in_dagster():
 
     assert _launchpad_fields(dagster_config(Probe, "ProbeConfig"))["rate"].description == "a new knob"
     assert engine_class_of(dagster_config(Probe, "ProbeConfig2")) is Probe
+
+
+def test_a_nested_config_whose_parent_sets_other_defaults_shows_and_passes_them():
+    from orchrm_dagster.grpo import GRPOSettings
+
+    launchpad = _launchpad_fields(assets.configs.GRPORoundConfig)["execution"].default_value
+    assert launchpad["subagent_max_new_tokens"] == 96 and launchpad["agents"]["sc_samples"] == 3
+    assert assets.configs.GRPORoundConfig().to_engine() == GRPOSettings()

@@ -32,7 +32,10 @@ ALLOWED: dict[str, set[str]] = {
     "mas": {"contract", "engine_config", "llm", "plans"},
     "synthetic": {"contract", "plans", "problems"},
     "rm": {"contract", "engine_config", "devices", "storage", "pairs", "problems", "synthetic"},
-    "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems"},
+    "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm"},
+    "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting"},
+    "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "rm",
+             "orchestration", "evaluation", "reporting"},
 }
 GLUE = {"glue", "definitions"}
 DAGSTER_MODULES = ("dagster", "dagster_k8s", "dagster_postgres", "assets")

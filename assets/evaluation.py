@@ -1,0 +1,63 @@
+import dagster as dg
+
+from assets.configs import EvaluationConfig, ScoringConfig
+from assets.partitions import GPU_POOL, WAREHOUSE_POOL, orchestration_partitions
+from orchrm_dagster.evaluation import evaluate
+from orchrm_dagster.glue.resources import LLMBackendResource, StorageResource
+from orchrm_dagster.orchestration import read_samples, score_samples
+from orchrm_dagster.reporting import markdown_image, markdown_table
+
+
+@dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples", "reward_model"],
+          group_name="evaluation", kinds={"pytorch", "parquet"}, pool=GPU_POOL)
+def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
+    """The champion's score of every sampled plan, before any sub-agent runs (what Best-of-N chooses by)."""
+    root = storage.storage_root()
+    samples = read_samples(root, context.partition_key)
+    scored = score_samples(root, context.partition_key, samples, config.to_engine())
+    storage.warehouse().refresh_views(("plan_scores",))
+    tokens = [s.tokens for s in scored.scores.values()]
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": len(samples),
+        "rm_version": scored.rm_version,
+        "newly_scored": scored.newly_scored,
+        "mean_tokens_per_plan": round(sum(tokens) / len(tokens), 1) if tokens else 0.0,
+    })
+
+
+@dg.asset(deps=["runs", "labels", "reward_model", "rm_scores"], group_name="evaluation",
+          kinds={"polars", "parquet", "duckdb"}, pool=WAREHOUSE_POOL)
+def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: StorageResource,
+               llm: LLMBackendResource):
+    """Best-of-N on held-out problems: the accuracy of each way of choosing among N logged runs (the reward model,
+    majority vote, log-probability, the collaborative verifier, LLM judges, the oracle bound) and its cost in
+    verification and execution tokens; appended to the `evaluation` table."""
+    settings = config.to_engine()
+    judges = {"plan_judge", "trajectory_judge"} & set(settings.methods)
+    outcome = evaluate(storage.storage_root(), settings, llm.backend() if judges else None)
+    storage.warehouse().refresh_views(("evaluation", "evaluation_problems", "verifier_scores", "judge_cache"))
+    for note in outcome.notes:
+        context.log.warning(note)
+    largest = max((r["n"] for r in outcome.rows), default=None)
+    table = [(r["benchmark"], r["policy"], r["method"], r["accuracy"], f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+              r["n_problems"], round(r["verification_tokens"]), round(r["execution_tokens"]))
+             for r in outcome.rows if r["n"] == largest]
+    metadata = {
+        "evaluation_id": outcome.evaluation_id,
+        "rm_version": outcome.rm_version,
+        "dagster/row_count": len(outcome.rows),
+        "problems": outcome.problems,
+        "held_out_problems_excluded": outcome.held_out_excluded,
+        "runs_without_rm_score": outcome.runs_without_score,
+        "judge_calls": outcome.judge_calls,
+        "judge_cached": outcome.judge_cached,
+        "judge_unparsed": outcome.judge_unparsed,
+        "seconds": round(outcome.seconds, 2),
+        f"at_n_{largest}": dg.MetadataValue.md(markdown_table(
+            ["benchmark", "policy", "method", "accuracy", "95% CI", "problems", "verification tokens",
+             "execution tokens"], table) if table else "no (benchmark, policy) had enough runs per problem"),
+    }
+    for name, png in outcome.plots.items():
+        metadata[name] = dg.MetadataValue.md(markdown_image(png, name.replace("_", " ")))
+        metadata[f"{name}_file"] = dg.MetadataValue.path(outcome.plot_paths[name])
+    return dg.MaterializeResult(metadata=metadata)

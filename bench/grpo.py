@@ -1,0 +1,97 @@
+"""GRPO rounds: tokens and wall time per round with `orchrm` rewards (the champion scores each sampled plan, no
+rollout) vs `trajectory` rewards (each plan executed with sub-agents and its answer checked), on the same problems and
+settings; and generation tokens/s of the GRPO trainer vs the MAS runner's sampling on the same model.
+
+    .venv/bin/python bench/grpo.py [--steps 2] [--group-size 8]
+
+Both rounds start from the embedded SmolLM2-135M (the few-shot policy), against a MiniLM reward model trained on a
+generated history, on 2 CPU cores. Held-out measurement is part of each round's wall time; the token columns count
+only what the round spent on rewards and generation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--group-size", type=int, default=8)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="orchrm-grpo-bench-") as tmp:
+        os.environ["ORCHRM_STORAGE"] = str(Path(tmp, "storage"))
+        os.environ["DAGSTER_HOME"] = str(Path(tmp, "dagster_home"))
+        from orchrm_dagster.definitions import build_definitions
+        from orchrm_dagster.glue.commands import ingest_files
+        from orchrm_dagster.glue.main_job import materialize_or_fail
+        from orchrm_dagster.grpo import GRPOSettings, run_round
+        from orchrm_dagster.llm import BackendSpec
+        from orchrm_dagster.synthetic import generate_runs, write_jsonl
+
+        defs = build_definitions()
+        history = Path(tmp, "history.jsonl")
+        write_jsonl(generate_runs(1200, seed=1, plans_decide=True, first_problem=12), history)
+        materialize_or_fail(defs, 'key:"problems"')
+        ingest_files(defs, [history])
+        materialize_or_fail(defs, 'key:"pairs"')
+        materialize_or_fail(defs, 'key:"reward_model"', {"ops": {"reward_model": {"config": {"max_train_pairs": 320}}}})
+        root = defs.resources["storage"].storage_root()
+        registry = defs.resources["policy_registry"].all_policies()
+        print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        rows = {}
+        for number, mode in enumerate(("orchrm", "trajectory"), start=1):
+            settings = GRPOSettings(reward_mode=mode, start="scratch", scratch_policy="smollm2-fewshot",
+                                    steps=args.steps, group_size=args.group_size, train_problems=args.steps,
+                                    heldout_execute=False)
+            started = time.perf_counter()
+            outcome = run_round(root, number, settings, registry, BackendSpec())
+            rows[mode] = {**outcome.row, "wall": time.perf_counter() - started,
+                          "train_s": sum(e.get("step_time", 0.0) for e in outcome.log_history),
+                          "generation_s": outcome.generation_seconds}
+        print(f"{args.steps} steps x {args.group_size} plans per round, same problems and seed:")
+        print(f"{'reward':11s} {'wall s':>8s} {'GRPO steps s':>13s} {'generation':>11s} {'reward tok':>11s} "
+              f"{'rollout tok':>12s} {'total tok':>10s}")
+        for mode, row in rows.items():
+            total = row["generation_tokens"] + row["reward_tokens"] + row["rollout_tokens"]
+            print(f"{mode:11s} {row['wall']:8.0f} {row['train_s']:13.0f} {row['generation_tokens']:11,d} "
+                  f"{row['reward_tokens']:11,d} {row['rollout_tokens']:12,d} {total:10,d}")
+        orchrm = rows["orchrm"]["reward_tokens"]
+        trajectory = rows["trajectory"]["rollout_tokens"] + rows["trajectory"]["reward_tokens"]
+        print(f"reward tokens, trajectory / orchrm: {trajectory / max(orchrm, 1):.1f}x (target >= 10x; the paper 10-46x)")
+        total = {m: r["generation_tokens"] + r["reward_tokens"] + r["rollout_tokens"] for m, r in rows.items()}
+        print(f"all tokens of a round, trajectory / orchrm: {total['trajectory'] / total['orchrm']:.1f}x")
+        generation_rates(root, rows)
+
+
+def generation_rates(root, rows) -> None:
+    """Tokens/s: the trainer's sampling (inside its generate calls) vs the runner's batched sampling of the same
+    model (8 plans under the same grammar)."""
+    from orchrm_dagster.grpo import base_model_dir
+    from orchrm_dagster.llm import BackendSpec, build_backend
+    from orchrm_dagster.orchestration import PolicySpec, select_problems, sample_plans
+
+    model = base_model_dir(root, None)
+    policy = PolicySpec(name="bench", prompt="orchestrator_fewshot", max_new_tokens=384, max_agents=2)
+    backend = build_backend(BackendSpec(model=model))
+    problems = select_problems(root, "gsm8k", 1)
+    sample_plans(policy, backend, problems, 1, seed=99)  # warm-up: load, compile the grammar
+    started = time.perf_counter()
+    samples = sample_plans(policy, backend, problems, 8, seed=0)
+    seconds = time.perf_counter() - started
+    tokens = sum(s.orchestrator_completion_tokens for s in samples)
+    row = rows["orchrm"]
+    print(f"generation: runner {tokens / seconds:.1f} tok/s (8 plans in one batch); GRPO trainer "
+          f"{row['generation_tokens'] / max(row['generation_s'], 1e-9):.1f} tok/s ({row['generation_tokens']:,} tokens "
+          f"in {row['generation_s']:.0f} s of its {row['train_s']:.0f} s of steps)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Each way of choosing among N candidate runs, as per-problem expectations over the candidate sets.
+
+Every function returns one row per problem: `accuracy` (expected correctness of the run chosen), `verification`
+(tokens spent choosing) and `execution` (orchestrator + sub-agent tokens of the runs the method must execute), each
+the expectation over candidate sets drawn uniformly from the problem's pool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from orchrm_dagster.evaluation.expectation import any_correct_probability, candidate_sets, pick_probability
+from orchrm_dagster.evaluation.pools import GROUP
+from orchrm_dagster.evaluation.settings import EvaluationSettings
+
+RESULT_COLUMNS = (*GROUP, "accuracy", "verification", "execution")
+
+
+def single(pool: pl.DataFrame) -> pl.DataFrame:
+    """One run, no verification: the pool's mean correctness."""
+    return pool.group_by(GROUP).agg(
+        accuracy=pl.col("correct").cast(pl.Float64).mean(), verification=pl.lit(0.0),
+        execution=pl.col("exec_tokens").cast(pl.Float64).mean())
+
+
+def ranked_choice(pool: pl.DataFrame, key: str, n: int, verification_column: str | None) -> pl.DataFrame:
+    """The best-ranked of the N runs by `key` (highest first; a run without a key ranks last; ties go to the lower
+    run_id), exactly: P(position i is chosen) = C(M-1-i, N-1) / C(M, N). Only the chosen run is executed;
+    `verification_column` holds each run's verification cost (every drawn run is verified)."""
+    eligible = (pool.filter(pl.col("m") >= n)
+                .sort(["pkey", key, "run_id"], descending=[False, True, False], nulls_last=True)
+                .with_columns(position=pl.int_range(pl.len()).over("pkey")))
+    p = pick_probability(eligible["m"].to_numpy(), eligible["position"].to_numpy(), n)
+    cost = pl.col(verification_column).fill_null(0).cast(pl.Float64) if verification_column else pl.lit(0.0)
+    return eligible.with_columns(p=pl.Series(p)).group_by(GROUP).agg(
+        accuracy=(pl.col("p") * pl.col("correct").cast(pl.Float64)).sum(),
+        verification=cost.sum() * n / pl.col("m").first(),
+        execution=(pl.col("p") * pl.col("exec_tokens")).sum())
+
+
+def oracle(pool: pl.DataFrame, n: int) -> pl.DataFrame:
+    """Correct when any of the N is: 1 - C(K, N) / C(M, N) with K incorrect runs. An upper bound, not a method."""
+    per_problem = pool.filter(pl.col("m") >= n).group_by(GROUP).agg(
+        m=pl.len(), incorrect=(~pl.col("correct")).sum(), mean_exec=pl.col("exec_tokens").cast(pl.Float64).mean())
+    accuracy = any_correct_probability(per_problem["m"].to_numpy(), per_problem["incorrect"].to_numpy(), n)
+    return per_problem.select(*GROUP, accuracy=pl.Series(accuracy), verification=pl.lit(0.0),
+                              execution=pl.col("mean_exec") * n)
+
+
+def candidate_set_members(pool: pl.DataFrame, n: int, settings: EvaluationSettings) -> pl.DataFrame:
+    """The candidate sets of every problem with at least N runs: one row per (problem, set, slot) with the run in
+    that slot. Every possible set when there are at most `max_enumerate`, else `draws` seeded sets."""
+    sizes = pool.filter(pl.col("m") >= n).group_by("pkey").agg(pl.col("m").first()).sort("pkey")
+    frames = []
+    for (m,), group in sizes.group_by("m", maintain_order=True):
+        sets = candidate_sets(m, n, settings.draws, settings.max_enumerate, settings.seed, group.height)
+        groups, per_group, _ = sets.shape
+        frames.append(pl.DataFrame({
+            "pkey": np.repeat(group["pkey"].to_numpy(), per_group * n),
+            "set_id": np.tile(np.repeat(np.arange(per_group), n), groups),
+            "slot": np.tile(np.arange(n), groups * per_group),
+            "idx": sets.reshape(-1).astype(np.int64),
+        }))
+    if not frames:
+        return pl.DataFrame(schema={"pkey": pl.Int64, "set_id": pl.Int64, "slot": pl.Int64, "idx": pl.Int64})
+    members = pl.concat(frames).with_columns(pl.col("set_id").cast(pl.Int64), pl.col("slot").cast(pl.Int64))
+    return members.join(pool, on=["pkey", "idx"])
+
+
+def _per_problem(chosen: pl.DataFrame, members: pl.DataFrame, n: int, verification: pl.Expr) -> pl.DataFrame:
+    """Mean correctness of the chosen runs over each problem's sets; all N runs are executed."""
+    accuracy = chosen.group_by(GROUP).agg(accuracy=pl.col("correct").cast(pl.Float64).mean())
+    costs = members.group_by(GROUP).agg(
+        execution=pl.col("exec_tokens").cast(pl.Float64).mean() * n, verification=verification)
+    return accuracy.join(costs, on=list(GROUP))
+
+
+def majority_vote(members: pl.DataFrame, n: int) -> pl.DataFrame:
+    """The most frequent answer of the set (runs without an answer do not vote); ties go to the answer seen first
+    (lowest run_id), and the chosen run is the first that gives it. A set without any answer takes its first run."""
+    votes = (members.filter(pl.col("answer").is_not_null())
+             .group_by("pkey", "set_id", "answer").agg(votes=pl.len(), slot=pl.col("slot").min())
+             .sort(["pkey", "set_id", "votes", "slot"], descending=[False, False, True, False])
+             .unique(subset=["pkey", "set_id"], keep="first", maintain_order=True)
+             .select("pkey", "set_id", "slot"))
+    sets = members.select("pkey", "set_id").unique()
+    picks = sets.join(votes, on=["pkey", "set_id"], how="left").with_columns(pl.col("slot").fill_null(0))
+    chosen = members.join(picks, on=["pkey", "set_id", "slot"])
+    return _per_problem(chosen, members, n, pl.lit(0.0))
+
+
+def collaborative_verifier(members: pl.DataFrame, n: int, agreement_weight: float) -> pl.DataFrame:
+    """The highest fused panel score: each run's static partial scores (`verifier_static`, weighted) plus the
+    weighted share of the set's other runs that agree with its answer; ties go to the lower run_id."""
+    counts = members.filter(pl.col("answer").is_not_null()).group_by("pkey", "set_id", "answer").agg(same=pl.len())
+    scored = members.join(counts, on=["pkey", "set_id", "answer"], how="left").with_columns(
+        total=pl.col("verifier_static")
+        + agreement_weight * ((pl.col("same").fill_null(1) - 1) / max(n - 1, 1)).cast(pl.Float64))
+    chosen = (scored.sort(["pkey", "set_id", "total", "slot"], descending=[False, False, True, False])
+              .unique(subset=["pkey", "set_id"], keep="first", maintain_order=True))
+    verification = pl.col("verifier_tokens").cast(pl.Float64).mean() * n
+    return _per_problem(chosen, members, n, verification)
+
+
+def judged(members: pl.DataFrame, verdicts: pl.DataFrame, n: int, execute_all: bool) -> pl.DataFrame:
+    """The candidate an LLM judge named, over the judged sets (`verdicts`: pkey, set_id, slot, tokens)."""
+    chosen = members.join(verdicts.select("pkey", "set_id", "slot"), on=["pkey", "set_id", "slot"])
+    accuracy = chosen.group_by(GROUP).agg(
+        accuracy=pl.col("correct").cast(pl.Float64).mean(),
+        chosen_exec=pl.col("exec_tokens").cast(pl.Float64).mean())
+    tokens = verdicts.group_by("pkey").agg(verification=pl.col("tokens").cast(pl.Float64).mean())
+    keys = members.select(*GROUP, "pkey").unique()
+    every = members.group_by(GROUP).agg(all_exec=pl.col("exec_tokens").cast(pl.Float64).mean() * n)
+    result = accuracy.join(keys, on=list(GROUP)).join(tokens, on="pkey").join(every, on=list(GROUP))
+    return result.select(*GROUP, "accuracy", "verification",
+                         execution=pl.col("all_exec") if execute_all else pl.col("chosen_exec"))

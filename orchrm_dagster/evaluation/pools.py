@@ -1,0 +1,73 @@
+"""The candidate pools: every executed, labeled run of a (benchmark, policy) on a problem, with what each way of
+choosing ranks or votes by."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from orchrm_dagster.evaluation.settings import EvaluationSettings
+from orchrm_dagster.storage import StorageRoot, scan_table
+
+GROUP = ("benchmark", "policy", "problem_id")
+
+
+def candidate_pool(root: StorageRoot, settings: EvaluationSettings, rm_version: int | None,
+                   excluded_problems: frozenset[str]) -> pl.DataFrame:
+    """One row per labeled run outside `excluded_problems`: its correctness, vote key (the labeler's extracted
+    answer, normalised), the reward model's score and tokens (null when `rm_version` did not score it), its plan's
+    log-probability and its execution tokens. `pkey` numbers the problems of each (benchmark, policy), `idx` a
+    problem's runs in run_id order, `m` is the pool size."""
+    runs = scan_table(root, "runs").select(
+        "run_id", "benchmark", pl.col("policy_name").alias("policy"), "problem_id", "question", "plan",
+        "final_answer", pl.col("plan_logprob").alias("logprob"),
+        (pl.col("orchestrator_tokens").fill_null(0) + pl.col("subagent_tokens").fill_null(0)).alias("exec_tokens"))
+    labels = (scan_table(root, "labels").filter(pl.col("is_correct").is_not_null())
+              .group_by("run_id").agg(pl.col("is_correct").first().alias("correct"),
+                                      pl.col("extracted_answer").first().alias("extracted")))
+    scores = (scan_table(root, "rm_scores").filter(pl.col("rm_version") == rm_version)
+              .group_by("run_id").agg(pl.col("score").first(), pl.col("tokens").first().alias("rm_tokens")))
+    pool = runs.join(labels, on="run_id").join(scores, on="run_id", how="left")
+    if settings.benchmarks:
+        pool = pool.filter(pl.col("benchmark").is_in(settings.benchmarks))
+    if settings.policies:
+        pool = pool.filter(pl.col("policy").is_in(settings.policies))
+    if excluded_problems:
+        pool = pool.filter(~pl.col("problem_id").is_in(sorted(excluded_problems)))
+    return index_pool(pool.with_columns(answer=vote_key(pl.col("extracted"))).drop("extracted").collect())
+
+
+def index_pool(pool: pl.DataFrame) -> pl.DataFrame:
+    """Numbers the problems (`pkey`) and each problem's runs in run_id order (`idx`), and gives each run its pool
+    size `m`."""
+    return pool.sort([*GROUP, "run_id"]).with_columns(
+        pkey=pl.struct(GROUP).rank("dense").cast(pl.Int64) - 1,
+        idx=pl.int_range(pl.len()).over(GROUP).cast(pl.Int64),
+        m=pl.len().over(GROUP).cast(pl.Int64))
+
+
+def vote_key(answer: pl.Expr) -> pl.Expr:
+    """Answers that differ only in case, spacing, surrounding $ or quotes, or a final period vote together."""
+    key = answer.str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars(" $*`\"'.")
+    return pl.when(key.str.len_chars() > 0).then(key).otherwise(None)
+
+
+def vote_key_of(answer: str | None) -> str | None:
+    """`vote_key` of one answer: the labeler-independent extraction SCAgent votes with, normalised the same way."""
+    if not answer:
+        return None
+    from orchrm_dagster.mas import extract_answer
+
+    return pl.select(vote_key(pl.lit(extract_answer(answer), dtype=pl.String))).item()
+
+
+def trajectories(root: StorageRoot, run_ids: list[str], final_answers: dict[str, str | None]) -> dict[str, str]:
+    """What an executed run did, as a judge or the verifier reads it: the final answer, then each sub-agent's
+    output in call order."""
+    calls = (scan_table(root, "subagent_calls").filter(pl.col("run_id").is_in(run_ids))
+             .sort("run_id", "call_index")
+             .group_by("run_id", maintain_order=True)
+             .agg(pl.col("output").fill_null("").str.join("\n\n"))
+             .collect())
+    work = dict(zip(calls["run_id"].to_list(), calls["output"].to_list()))
+    return {run_id: f"Final answer: {final_answers.get(run_id) or '(none)'}\n\n{work.get(run_id, '')}".strip()
+            for run_id in run_ids}

@@ -1,0 +1,276 @@
+"""The `evaluation` step: on held-out problems, how accurate is each way of choosing among N runs, and what does
+each cost in verification and execution tokens. Appends one evaluation to the evaluation tables."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orchrm_dagster.contract import EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE, VERIFIER_SCORES
+from orchrm_dagster.evaluation import methods
+from orchrm_dagster.evaluation.judges import JudgeCall, Verdict, run_judges
+from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
+from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, trajectories
+from orchrm_dagster.evaluation.settings import EXECUTE_ALL, JUDGES, EvaluationSettings
+from orchrm_dagster.evaluation.verifier import STATIC_EVALUATORS, MiniLMEmbedder, agreement_score, static_scores
+from orchrm_dagster.llm import LLMBackend
+from orchrm_dagster.rm import backbone_path, pair_problems, read_champion
+from orchrm_dagster.storage import StorageRoot, scan_table
+
+NORMAL_LIMIT = 5000  # above this many problems the bootstrap's normal limit gives the interval
+
+
+@dataclass
+class EvaluationOutcome:
+    evaluation_id: str
+    rm_version: int | None
+    rows: list[dict]
+    problems: int = 0
+    held_out_excluded: int = 0  # problems left out because the reward model saw them in a pair
+    runs_without_score: int = 0
+    judge_calls: int = 0
+    judge_cached: int = 0
+    judge_unparsed: int = 0
+    plots: dict[str, bytes] = field(default_factory=dict)
+    plot_paths: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    new_verdicts: list[Verdict] = field(default_factory=list, repr=False)  # judged now, appended to judge_cache
+
+
+def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLMBackend | None = None,
+             now: datetime | None = None) -> EvaluationOutcome:
+    started = time.perf_counter()
+    now = now or datetime.now(timezone.utc)
+    rm_version, seen = _reward_model(root)
+    evaluation_id = f"{now:%Y%m%dT%H%M%S}-v{rm_version or 0}-{_digest(settings, now)}"
+    outcome = EvaluationOutcome(evaluation_id, rm_version, [])
+    if seen is None and rm_version is not None:
+        seen = frozenset(scan_table(root, "pairs").select("problem_id").unique().collect()["problem_id"].to_list())
+        outcome.notes.append(f"reward model v{rm_version} did not record its pairs' problems: the problems of the "
+                             f"current pairs table are held out instead")
+    pool = candidate_pool(root, settings, rm_version, seen or frozenset())
+    outcome.held_out_excluded = len(seen or ())
+    outcome.runs_without_score = pool.filter(pl.col("score").is_null()).height
+    if rm_version is None and "orchrm_bon" in settings.methods:
+        outcome.notes.append("no reward model yet: orchrm_bon ranks every run last (ties by run_id)")
+    verifier_rows = None
+    if "collaborative_verifier" in settings.methods and pool.height:
+        pool, verifier_rows = _with_verifier(root, pool, settings, evaluation_id)
+    per_problem = _per_problem_results(root, pool, settings, judge_backend, evaluation_id, outcome)
+    outcome.rows = _rows(per_problem, settings, evaluation_id, rm_version, now)
+    outcome.problems = per_problem.select(GROUP).unique().height if per_problem.height else 0
+    _write(root, outcome, per_problem, verifier_rows)
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def _reward_model(root: StorageRoot) -> tuple[int | None, frozenset[str] | None]:
+    from orchrm_dagster.rm import checkpoints_dir
+
+    champion = read_champion(checkpoints_dir(root))
+    if champion is None:
+        return None, frozenset()
+    return champion["version"], pair_problems(root, champion["version"])
+
+
+def _digest(settings: EvaluationSettings, now: datetime) -> str:
+    return hashlib.sha256(f"{settings}{now.isoformat()}".encode()).hexdigest()[:8]
+
+
+# ---------------------------------------------------------------- verifier
+
+
+def _with_verifier(root, pool: pl.DataFrame, settings: EvaluationSettings, evaluation_id: str):
+    """Adds each run's static panel score (`verifier_static`, weighted) and embedding tokens to the pool; partial
+    scores computed by earlier evaluations are reused. Returns the pool and the `verifier_scores` rows."""
+    verifier = settings.verifier
+    cached = (scan_table(root, "verifier_scores").select("run_id", *STATIC_EVALUATORS, "tokens")
+              .unique(subset="run_id", keep="last").collect())
+    missing = pool.join(cached, on="run_id", how="anti")
+    if missing.height:
+        texts = trajectories(root, missing["run_id"].to_list(),
+                             dict(zip(missing["run_id"].to_list(), missing["final_answer"].to_list())))
+        embedder = None
+        if verifier.weights.similarity > 0:
+            embedder = MiniLMEmbedder(verifier.similarity_model or backbone_path(None), verifier.device,
+                                      verifier.max_length)
+        scores = static_scores(missing["question"].to_list(), missing["final_answer"].to_list(),
+                               [texts[r] for r in missing["run_id"].to_list()], verifier, embedder)
+        fresh = pl.DataFrame({"run_id": missing["run_id"], **{name: getattr(scores, name) for name in
+                                                              (*STATIC_EVALUATORS, "tokens")}})
+        cached = pl.concat([cached, fresh], how="vertical_relaxed")
+    weights = verifier.weights
+    static = sum(pl.col(name) * getattr(weights, name) for name in STATIC_EVALUATORS)
+    pool = pool.join(cached, on="run_id", how="left").with_columns(
+        verifier_static=static, verifier_tokens=pl.col("tokens").fill_null(0)).drop("tokens")
+    agreement = _pool_agreement(pool)
+    rows = pool.select("run_id", "problem_id", *STATIC_EVALUATORS, "verifier_static", "verifier_tokens").with_columns(
+        evaluation_id=pl.lit(evaluation_id), agreement=pl.Series(agreement),
+        fused=pl.col("verifier_static") + weights.agreement * pl.Series(agreement),
+        tokens=pl.col("verifier_tokens"))
+    return pool.drop(*STATIC_EVALUATORS), rows.select(VERIFIER_SCORES.names)
+
+
+def _pool_agreement(pool: pl.DataFrame) -> list[float]:
+    """Each run's agreement with the rest of its whole pool (for inspection in `verifier_scores`)."""
+    answers: dict[int, list] = {}
+    for key, answer in zip(pool["pkey"].to_list(), pool["answer"].to_list()):
+        answers.setdefault(key, []).append(answer)
+    result, seen = [], {}
+    for key, answer in zip(pool["pkey"].to_list(), pool["answer"].to_list()):
+        others = list(answers[key])
+        position = seen.get(key, 0)
+        seen[key] = position + 1
+        del others[position]
+        result.append(agreement_score(answer, others))
+    return result
+
+
+# ---------------------------------------------------------------- methods
+
+
+def _per_problem_results(root, pool: pl.DataFrame, settings: EvaluationSettings, judge_backend,
+                         evaluation_id: str, outcome: EvaluationOutcome) -> pl.DataFrame:
+    results = []
+    chosen = settings.methods
+    baseline = methods.single(pool)
+    for n in sorted(set(settings.ns)):
+        if n == 1:  # one candidate: every method takes it, and there is nothing to verify
+            results += [_tag(baseline, method, 1) for method in chosen]
+            continue
+        members = None
+        for method in chosen:
+            if method == "single":
+                continue
+            if method == "orchrm_bon":
+                frame = methods.ranked_choice(pool, "score", n, "rm_tokens")
+            elif method == "logprob":
+                frame = methods.ranked_choice(pool, "logprob", n, None)
+            elif method == "oracle":
+                frame = methods.oracle(pool, n)
+            else:
+                members = members if members is not None else methods.candidate_set_members(pool, n, settings)
+                if method == "majority_vote":
+                    frame = methods.majority_vote(members, n)
+                elif method == "collaborative_verifier":
+                    frame = methods.collaborative_verifier(members, n, settings.verifier.weights.agreement)
+                else:
+                    frame = _judge(root, members, method, n, settings, judge_backend, outcome)
+                    if frame is None:
+                        continue
+            results.append(_tag(frame, method, n))
+    if not results:
+        return pl.DataFrame(schema={**dict.fromkeys(GROUP, pl.String), "accuracy": pl.Float64,
+                                    "verification": pl.Float64, "execution": pl.Float64, "method": pl.String,
+                                    "n": pl.Int64})
+    return pl.concat(results, how="vertical_relaxed")
+
+
+def _tag(frame: pl.DataFrame, method: str, n: int) -> pl.DataFrame:
+    return frame.select(*methods.RESULT_COLUMNS).with_columns(method=pl.lit(method), n=pl.lit(n, dtype=pl.Int64))
+
+
+def _judge(root, members: pl.DataFrame, method: str, n: int, settings: EvaluationSettings, backend,
+           outcome: EvaluationOutcome) -> pl.DataFrame | None:
+    if backend is None:
+        if not any(method in note for note in outcome.notes):
+            outcome.notes.append(f"{method}: no judge backend given, not evaluated")
+        return None
+    judged = members.filter(pl.col("set_id") < settings.judge.draws).sort("pkey", "set_id", "slot")
+    sets = judged.group_by("pkey", "set_id", maintain_order=True).agg(
+        pl.col("problem_id").first(), pl.col("question").first(), pl.col("run_id"), pl.col("plan"),
+        pl.col("final_answer"))
+    texts = None
+    if method == "trajectory_judge":
+        run_ids = judged["run_id"].unique().to_list()
+        texts = trajectories(root, run_ids, dict(zip(judged["run_id"].to_list(), judged["final_answer"].to_list())))
+    calls = [JudgeCall(method, row["problem_id"], row["question"], tuple(row["run_id"]),
+                       tuple(row["plan"]) if texts is None else tuple(texts[r] for r in row["run_id"]))
+             for row in sets.iter_rows(named=True)]
+    cache = _judge_cache(root)
+    verdicts, fresh = run_judges(calls, backend, settings.judge, cache)
+    outcome.judge_calls += len(fresh)
+    outcome.judge_cached += len(calls) - len(fresh)
+    outcome.judge_unparsed += sum(not v.parsed for v in fresh)
+    outcome.new_verdicts += fresh
+    picks = pl.DataFrame({
+        "pkey": sets["pkey"], "set_id": sets["set_id"],
+        "slot": [verdicts[c.key(backend.model_id)].choice for c in calls],
+        "tokens": [verdicts[c.key(backend.model_id)].prompt_tokens + verdicts[c.key(backend.model_id)].completion_tokens
+                   for c in calls]}, schema={"pkey": pl.Int64, "set_id": pl.Int64, "slot": pl.Int64, "tokens": pl.Int64})
+    return methods.judged(members, picks, n, method in EXECUTE_ALL)
+
+
+def _judge_cache(root) -> dict[str, Verdict]:
+    rows = scan_table(root, "judge_cache").collect().to_dicts()
+    return {row["cache_key"]: Verdict.from_row(row) for row in rows}
+
+
+# ---------------------------------------------------------------- table, interval, output
+
+
+def _rows(per_problem: pl.DataFrame, settings: EvaluationSettings, evaluation_id: str, rm_version,
+          now: datetime) -> list[dict]:
+    rows = []
+    rng = np.random.default_rng(settings.seed)
+    for key, group in per_problem.sort(*GROUP[:2], "method", "n", "problem_id").group_by(
+            "benchmark", "policy", "method", "n", maintain_order=True):
+        benchmark, policy, method, n = key
+        accuracy = group["accuracy"].to_numpy()
+        low, high = bootstrap_interval(accuracy, settings.bootstrap, rng)
+        rows.append({"evaluation_id": evaluation_id, "benchmark": benchmark, "policy": policy, "method": method,
+                     "n": n, "accuracy": float(accuracy.mean()), "ci_low": low, "ci_high": high,
+                     "n_problems": len(accuracy), "verification_tokens": float(group["verification"].mean()),
+                     "execution_tokens": float(group["execution"].mean()), "rm_version": rm_version,
+                     "created_at": now.isoformat()})
+    return rows
+
+
+def bootstrap_interval(values: np.ndarray, resamples: int, rng: np.random.Generator) -> tuple[float, float]:
+    """95% percentile interval of the mean over problems resampled with replacement (its normal limit above
+    NORMAL_LIMIT problems, where resampling costs more than it tells)."""
+    count = len(values)
+    if count == 1:
+        return float(values[0]), float(values[0])
+    if count > NORMAL_LIMIT:
+        half = 1.96 * values.std(ddof=1) / np.sqrt(count)
+        return float(values.mean() - half), float(values.mean() + half)
+    means = np.concatenate([values[rng.integers(0, count, size=(min(100, resamples - start), count))].mean(axis=1)
+                            for start in range(0, resamples, 100)])
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _write(root: StorageRoot, outcome: EvaluationOutcome, per_problem: pl.DataFrame, verifier_rows) -> None:
+    evaluation_id = outcome.evaluation_id
+    problems = per_problem.select(GROUP).unique().sort(GROUP).with_columns(evaluation_id=pl.lit(evaluation_id))
+    tables = {
+        "evaluation": pa.Table.from_pylist(outcome.rows, schema=EVALUATION),
+        "evaluation_problems": problems.select(EVALUATION_PROBLEMS.names).to_arrow().cast(EVALUATION_PROBLEMS),
+        "judge_cache": pa.Table.from_pylist([v.row() for v in outcome.new_verdicts], schema=JUDGE_CACHE),
+    }
+    if verifier_rows is not None:
+        tables["verifier_scores"] = verifier_rows.to_arrow().cast(VERIFIER_SCORES)
+    with tempfile.TemporaryDirectory(prefix="orchrm-evaluation-") as staging:
+        for name, table in tables.items():
+            path = str(Path(staging, f"{name}.parquet"))
+            pq.write_table(table, path, compression="zstd")
+            root.replace_batch(name, evaluation_id, [path])
+    if outcome.rows:
+        outcome.plots = {"accuracy_vs_n": accuracy_vs_n(outcome.rows),
+                         "accuracy_vs_tokens": accuracy_vs_tokens(outcome.rows)}
+        folder = root.batch_dir("evaluation", evaluation_id)  # beside the evaluation's rows
+        for name, png in outcome.plots.items():
+            with root.fs.open(f"{folder}/{name}.png", "wb") as out:
+                out.write(png)
+            outcome.plot_paths[name] = root.uri(*f"{folder}/{name}.png"[len(root.base) + 1:].split("/"))

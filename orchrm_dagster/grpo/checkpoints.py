@@ -1,0 +1,121 @@
+"""Policy checkpoints: one folder per GRPO round under <root>/checkpoints/policy/ (a local mirror uploaded when the
+root is on S3), the `policy_checkpoints` table that lists them, and the base model a first round starts from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+
+from orchrm_dagster.contract import GRPO_ROUNDS, POLICY_CHECKPOINTS
+from orchrm_dagster.orchestration import PolicySpec
+from orchrm_dagster.storage import StorageRoot, local_work_dir
+
+MANIFEST = "manifest.json"
+
+
+def round_name(round_number: int) -> str:
+    return f"r{round_number:04d}"
+
+
+def policy_name(round_number: int) -> str:
+    """The name a round's checkpoint has as a policy (a `policies` partition key)."""
+    return f"grpo-{round_name(round_number)}"
+
+
+def local_policy_dir(root: StorageRoot, round_number: int) -> Path:
+    base = Path(root.path("checkpoints", "policy")) if root.is_local else local_work_dir(root) / "checkpoints" / "policy"
+    return base / round_name(round_number)
+
+
+def publish_checkpoint(root: StorageRoot, round_number: int, staged: Path, manifest: dict) -> Path:
+    """Moves a finished round's model folder into place (atomically for a local root) with its manifest, and
+    uploads it when the root is remote. Nothing is published for a round that failed."""
+    (staged / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    target = local_policy_dir(root, round_number)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        shutil.rmtree(target)
+    staged.rename(target)
+    if not root.is_local:
+        root.fs.put(str(target), root.path("checkpoints", "policy", round_name(round_number)), recursive=True)
+    return target
+
+
+def ensure_local(root: StorageRoot, row: dict) -> str:
+    """The checkpoint's model folder on this machine (downloaded from the root when it is remote)."""
+    local = local_policy_dir(root, row["round"])
+    if root.is_local or (local / MANIFEST).exists():
+        return str(local)
+    root.fs.get(root.path("checkpoints", "policy", round_name(row["round"])), str(local), recursive=True)
+    return str(local)
+
+
+def policy_manifest(root: StorageRoot, round_number: int) -> dict:
+    """The manifest of a round's checkpoint (its base model, reward mode, problems and token costs)."""
+    row = next(r for r in read_table(root, "policy_checkpoints") if r["round"] == round_number)
+    return json.loads((Path(ensure_local(root, row)) / MANIFEST).read_text())
+
+
+def read_table(root: StorageRoot, table: str) -> list[dict]:
+    path = root.table_file(table)
+    return root.read_table(path).to_pylist() if root.exists(path) else []
+
+
+def append_row(root: StorageRoot, table: str, row: dict, key: str = "round") -> None:
+    """Writes `table` with `row` added (a row with the same `key` is replaced); these tables are small."""
+    schema = {"policy_checkpoints": POLICY_CHECKPOINTS, "grpo_rounds": GRPO_ROUNDS}[table]
+    rows = [r for r in read_table(root, table) if r[key] != row[key]] + [row]
+    root.write_table(pa.Table.from_pylist(sorted(rows, key=lambda r: r[key]), schema=schema), root.table_file(table))
+
+
+def checkpoint_row(round_number: int, path: str, base_model: str, reward_mode: str, rm_version: int,
+                   policy: PolicySpec) -> dict:
+    return {"round": round_number, "name": policy_name(round_number), "path": path, "base_model": base_model,
+            "reward_mode": reward_mode, "rm_version": rm_version, "prompt": policy.prompt,
+            "max_agents": policy.max_agents, "max_new_tokens": policy.max_new_tokens,
+            "created_at": datetime.now(timezone.utc).isoformat()}
+
+
+def checkpoint_policies(root: StorageRoot) -> list[PolicySpec]:
+    """Every trained checkpoint as a policy of kind `checkpoint` the runner samples from: being in the table is
+    what makes it one, no code or config change."""
+    return [PolicySpec(name=row["name"], kind="checkpoint", backend_kind="transformers",
+                       checkpoint_path=ensure_local(root, row), step=row["round"], prompt=row["prompt"],
+                       max_agents=row["max_agents"], max_new_tokens=row["max_new_tokens"], temperature=1.0)
+            for row in read_table(root, "policy_checkpoints")]
+
+
+def latest_checkpoint(root: StorageRoot, before_round: int) -> dict | None:
+    rows = [r for r in read_table(root, "policy_checkpoints") if r["round"] < before_round]
+    return max(rows, key=lambda r: r["round"]) if rows else None
+
+
+def base_model_dir(root: StorageRoot, model: str | None) -> str:
+    """A Hugging Face folder of the policy's model that a trainer can load: `model` itself when it is one, else the
+    embedded SmolLM2 GGUF, de-quantized to fp32 and saved once under the work folder."""
+    if model is not None:
+        return model
+    target = local_work_dir(root) / "models" / "smollm2-135m-instruct"
+    if (target / "config.json").exists():
+        return str(target)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchrm_dagster.llm import EMBEDDED_GGUF, embedded_model_dir
+
+    folder = str(embedded_model_dir())
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=EMBEDDED_GGUF)
+    model_ = AutoModelForCausalLM.from_pretrained(folder, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+    model_.hf_quantizer = None  # de-quantized already; save_pretrained refuses a model that still names one
+    model_.config.quantization_config = None
+    del model_.config.quantization_config
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    model_.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    staging.rename(target)
+    return str(target)

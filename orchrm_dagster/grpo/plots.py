@@ -1,0 +1,28 @@
+"""Reward, KL and held-out figures over GRPO rounds, as one PNG."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from orchrm_dagster.reporting import figure_png  # noqa: E402
+
+
+def rounds_png(rows: list[dict]) -> bytes:
+    rows = sorted(rows, key=lambda r: r["round"])
+    rounds = [r["round"] for r in rows]
+    figure, (reward, kl, held_out) = plt.subplots(1, 3, figsize=(14, 3.6))
+    reward.plot(rounds, [r["mean_reward"] for r in rows], marker="o")
+    reward.set(title="mean training reward", xlabel="round")
+    kl.plot(rounds, [r["kl"] for r in rows], marker="o", color="tab:red")
+    kl.set(title="KL to the round's start", xlabel="round")
+    held_out.plot(rounds, [r["heldout_reward_before"] for r in rows], marker="o", linestyle="--", label="before")
+    held_out.plot(rounds, [r["heldout_reward_after"] for r in rows], marker="o", label="after")
+    held_out.set(title="held-out reward (champion's mean score)", xlabel="round")
+    held_out.legend(fontsize=8)
+    for ax in (reward, kl, held_out):
+        ax.set_xticks(rounds)
+        ax.grid(alpha=0.3)
+    return figure_png(figure)

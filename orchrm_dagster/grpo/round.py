@@ -1,0 +1,192 @@
+"""A GRPO round: train the orchestrator policy on plans rewarded without (or with) rollouts, publish the new
+policy checkpoint, and measure it on held-out problems. A failed round publishes nothing: the previous policy stays
+in use. Two rounds never run at once (a lock beside the checkpoints)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from orchrm_dagster.grpo.checkpoints import (append_row, base_model_dir, checkpoint_row, latest_checkpoint,
+                                             policy_name, publish_checkpoint, read_table)
+from orchrm_dagster.grpo.rewards import CollaborativeReward, OrchRMReward, Rollouts, TrajectoryReward
+from orchrm_dagster.grpo.settings import GRPOSettings
+from orchrm_dagster.grpo.train import TrainOutcome, train_round
+from orchrm_dagster.labels import label_answer
+from orchrm_dagster.llm import BackendSpec, build_backend
+from orchrm_dagster.mas import render_prompt
+from orchrm_dagster.orchestration import PlanJob, PolicySpec, Problem, execute_plans, sample_plans, select_problems
+from orchrm_dagster.plans import PlanError, parse_plan
+from orchrm_dagster.rm import champion_scorer
+from orchrm_dagster.storage import StorageRoot, local_work_dir
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    round: int
+    policy: str
+    path: str
+    row: dict  # the `grpo_rounds` row
+    log_history: list[dict]
+    generation_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    reward: float  # the champion's mean score of the sampled plans (format penalty for those that do not parse)
+    plans: list  # the samples
+    accuracy: float | None = None
+
+
+def round_problems(root: StorageRoot, settings: GRPOSettings, round_number: int) -> tuple[list[Problem], list[Problem]]:
+    """(training problems of this round, held-out problems): the benchmark's last `heldout_problems` are never
+    trained on; the rest are taken `train_problems` at a time, round after round, wrapping around."""
+    problems = select_problems(root, settings.benchmark, 10**9)
+    held_out, pool = problems[-settings.heldout_problems:], problems[:-settings.heldout_problems]
+    start = ((round_number - 1) * settings.train_problems) % len(pool)
+    train = [pool[(start + i) % len(pool)] for i in range(min(settings.train_problems, len(pool)))]
+    return train, held_out
+
+
+def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int,
+                    registry: dict[str, PolicySpec]) -> tuple[PolicySpec, str]:
+    """The policy a round continues from (the latest checkpoint, or the registry's policy) and its model folder."""
+    if settings.start == "continue":
+        previous = latest_checkpoint(root, round_number)
+        if previous is not None:
+            from orchrm_dagster.grpo.checkpoints import checkpoint_policies
+
+            policy = next(p for p in checkpoint_policies(root) if p.name == previous["name"])
+            return policy, policy.checkpoint_path
+    name = settings.policy if settings.start == "continue" else settings.scratch_policy
+    if name not in registry:
+        raise KeyError(f"GRPO starts from policy {name!r}, which is not in the policy registry "
+                       f"(known: {', '.join(registry)})")
+    policy = registry[name]
+    return policy, base_model_dir(root, policy.checkpoint_path or policy.model)
+
+
+def run_round(root: StorageRoot, round_number: int, settings: GRPOSettings, registry: dict[str, PolicySpec],
+              subagents: BackendSpec, on_step: Callable[[str], None] = lambda text: None) -> RoundOutcome:
+    lock_path = local_work_dir(root) / "grpo" / "round.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)  # another round holds it: fail now rather than queue behind it
+    except Timeout as busy:
+        raise RuntimeError(f"another GRPO round is running (lock {lock_path}); rounds never run at once") from busy
+    try:
+        return _run_round(root, round_number, settings, registry, subagents, on_step)
+    finally:
+        lock.release()
+
+
+def _run_round(root, round_number, settings, registry, subagents, on_step) -> RoundOutcome:
+    started = time.perf_counter()
+    policy, model_dir = starting_policy(root, settings, round_number, registry)
+    policy = _trained_shape(policy, settings)
+    rm_version, scorer = champion_scorer(root, settings.scoring)
+    train, held_out = round_problems(root, settings, round_number)
+    subagent_backend = build_backend(subagents)
+    on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name})")
+    before = _previous_after(root, round_number, rm_version) or measure_held_out(
+        policy, model_dir, held_out, settings, scorer, subagent_backend, execute=False)
+    rollouts = Rollouts(subagent_backend, settings.execution)
+    rewards = _rewards(settings, scorer, rollouts)
+    work = local_work_dir(root) / "grpo" / f"r{round_number:04d}"
+    on_step(f"round {round_number}: GRPO, {settings.steps} steps x {settings.group_size} plans "
+            f"({settings.reward_mode} reward)")
+    trained = train_round(model_dir, _dataset(policy, train, settings), rewards, settings, str(work))
+    checkpoint_policy = PolicySpec(name=policy_name(round_number), kind="checkpoint", backend_kind="transformers",
+                                   checkpoint_path=str(work / "model"), step=round_number, prompt=policy.prompt,
+                                   max_agents=policy.max_agents, max_new_tokens=policy.max_new_tokens)
+    on_step(f"round {round_number}: held-out plans of the new policy")
+    after = measure_held_out(checkpoint_policy, str(work / "model"), held_out, settings, scorer, subagent_backend,
+                             execute=settings.heldout_execute)
+    row = _round_row(round_number, settings, rm_version, trained, rewards, rollouts, before, after,
+                     time.perf_counter() - started)
+    manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
+                "base_model": model_dir, "reward_mode": settings.reward_mode,
+                "rm_version": rm_version, "settings": repr(settings), "train_problems": [p.problem_id for p in train],
+                "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in (
+                    "generation_tokens", "reward_tokens", "rollout_tokens")}}
+    path = publish_checkpoint(root, round_number, work / "model", manifest)
+    append_row(root, "policy_checkpoints", checkpoint_row(round_number, str(path), model_dir, settings.reward_mode,
+                                                          rm_version, checkpoint_policy))
+    append_row(root, "grpo_rounds", row)
+    return RoundOutcome(round_number, policy_name(round_number), str(path), row, trained.log_history,
+                        trained.generation_seconds)
+
+
+def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
+    """The policy as the round samples it: the round's plan budget and agent limit (the grammar fits them)."""
+    import dataclasses
+
+    return dataclasses.replace(policy, max_new_tokens=settings.max_completion_tokens, max_agents=settings.max_agents,
+                               grammar=settings.grammar, backend_kind="transformers")
+
+
+def _dataset(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings):
+    from datasets import Dataset
+
+    rows = [{"prompt": [{"role": "user", "content": render_prompt(policy.prompt, question=p.question,
+                                                                  max_agents=settings.max_agents)}],
+             "question": p.question, "answer": p.answer, "answer_type": p.answer_type, "problem_id": p.problem_id}
+            for p in problems]
+    rows = (rows * (settings.steps // len(rows) + 1))[: settings.steps]  # one problem's group per step
+    return Dataset.from_list(rows)
+
+
+def _rewards(settings: GRPOSettings, scorer, rollouts: Rollouts) -> list:
+    parts = settings.reward_mode.split("+")
+    rewards = []
+    if "orchrm" in parts:
+        rewards.append(OrchRMReward(scorer, settings.format_penalty))
+    if "trajectory" in parts:
+        rewards.append(TrajectoryReward(rollouts, settings.format_penalty))
+    if "collaborative" in parts:
+        from orchrm_dagster.evaluation import MiniLMEmbedder, VerifierSettings
+        from orchrm_dagster.rm import backbone_path
+
+        verifier = VerifierSettings()
+        embedder = MiniLMEmbedder(backbone_path(None), settings.device) if verifier.weights.similarity else None
+        rewards.append(CollaborativeReward(rollouts, verifier, settings.format_penalty, embedder))
+    return rewards
+
+
+def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem], settings: GRPOSettings, scorer,
+                     subagent_backend, execute: bool) -> HeldOut:
+    """The champion's mean score of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
+    `execute`, the share whose execution answers correctly)."""
+    backend = build_backend(BackendSpec(kind="transformers", model=model_dir, device=settings.device))
+    samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
+    valid = [s for s in samples if not isinstance(parse_plan(s.plan), PlanError)]
+    scores = scorer.score([s.question for s in valid], [s.plan for s in valid]) if valid else []
+    rewards = scores + [settings.format_penalty] * (len(samples) - len(valid))
+    accuracy = None
+    if execute:
+        results = execute_plans([PlanJob(s.question, s.plan, s.answer_type, s.seed) for s in samples],
+                                subagent_backend, settings.execution)
+        accuracy = sum(r.error is None and label_answer(s.answer_type, s.reference_answer, r.final_answer).is_correct
+                       for s, r in zip(samples, results)) / len(samples)
+    return HeldOut(sum(rewards) / len(rewards), samples, accuracy)
+
+
+def _previous_after(root: StorageRoot, round_number: int, rm_version: int) -> HeldOut | None:
+    """The previous round's held-out reward after training is this round's before, when the champion is the same."""
+    rows = [r for r in read_table(root, "grpo_rounds") if r["round"] == round_number - 1 and r["rm_version"] == rm_version]
+    return HeldOut(rows[0]["heldout_reward_after"], []) if rows else None
+
+
+def _round_row(round_number, settings, rm_version, trained: TrainOutcome, rewards, rollouts, before: HeldOut,
+               after: HeldOut, seconds: float) -> dict:
+    return {"round": round_number, "policy_checkpoint": policy_name(round_number), "reward_mode": settings.reward_mode,
+            "rm_version": rm_version, "steps": trained.steps, "mean_reward": trained.mean_reward, "kl": trained.kl,
+            "generation_tokens": trained.generation_tokens,
+            "reward_tokens": sum(r.reward_tokens for r in rewards), "rollout_tokens": rollouts.tokens,
+            "heldout_reward_before": before.reward, "heldout_reward_after": after.reward,
+            "heldout_accuracy": after.accuracy, "seconds": seconds}

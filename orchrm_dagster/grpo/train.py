@@ -1,0 +1,132 @@
+"""One GRPO run with TRL's GRPOTrainer on a prompt dataset, resumable from its last saved step.
+
+On transformers generation the sampled plans are constrained to the plan grammar by wrapping the policy's
+`generate` with the xgrammar logits processor, so every plan parses and a group's rewards differ by what the plan
+does, not by whether it parses. The grammar shapes which tokens can be sampled; GRPO's log-probabilities are the
+policy's own, as TRL computes them.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import time
+import types
+from dataclasses import dataclass
+
+from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.grpo.settings import GRPOSettings
+from orchrm_dagster.llm import GrammarLogitsProcessor, compile_grammar
+from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
+
+RUN_KEY_FILE = "run_key.json"
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    steps: int
+    mean_reward: float | None
+    kl: float | None
+    generation_tokens: int
+    generation_seconds: float  # wall time inside the policy's generate calls
+    log_history: list[dict]
+
+
+def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
+    from trl import GRPOConfig
+
+    vllm = {}
+    if settings.generation != "transformers":
+        vllm = {"use_vllm": True, "vllm_mode": "colocate" if settings.generation == "vllm_colocate" else "server"}
+        if settings.vllm_server_url:
+            vllm["vllm_server_base_url"] = settings.vllm_server_url
+    return GRPOConfig(
+        output_dir=output_dir, per_device_train_batch_size=settings.group_size, num_generations=settings.group_size,
+        max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
+        beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
+        max_steps=settings.steps, seed=settings.seed, use_cpu=device == "cpu", bf16=False,
+        gradient_checkpointing=False, logging_steps=1, report_to="none", save_strategy="steps",
+        save_steps=settings.save_steps, save_total_limit=2, disable_tqdm=True, shuffle_dataset=False, **vllm)
+
+
+def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSettings, output_dir: str) -> TrainOutcome:
+    """Trains from `model_dir` and saves the policy to output_dir/model; resumes from output_dir's last trainer
+    checkpoint when the run key (model, settings, prompts) is the same as the interrupted run's."""
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    device = resolve_device(settings.device)
+    checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(settings),
+                                                    "prompts": list(dataset["problem_id"])})
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    peft_config = None
+    if settings.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=grpo_config(settings, output_dir, device),
+                          train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config)
+    counter = _constrain_generation(trainer.model, tokenizer, settings)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    model = trainer.model.merge_and_unload() if settings.lora else trainer.model
+    model.save_pretrained(os.path.join(output_dir, "model"))
+    tokenizer.save_pretrained(os.path.join(output_dir, "model"))
+    logged = [entry for entry in trainer.state.log_history if "reward" in entry]
+    return TrainOutcome(steps=trainer.state.global_step, mean_reward=_mean(logged, "reward"), kl=_mean(logged, "kl"),
+                        generation_tokens=counter["tokens"], generation_seconds=counter["seconds"],
+                        log_history=list(trainer.state.log_history))
+
+
+def _constrain_generation(model, tokenizer, settings: GRPOSettings) -> dict:
+    """Wraps model.generate: the plan grammar as a logits processor, and a count of generated tokens."""
+    counter = {"tokens": 0, "seconds": 0.0}
+    if settings.generation != "transformers":
+        return counter
+    compiled = None
+    if settings.grammar:
+        grammar = plan_grammar_ebnf(max_agents=settings.max_agents,
+                                    bounds=TextBounds.fit(settings.max_completion_tokens, settings.max_agents))
+        compiled = compile_grammar(tokenizer, grammar, vocab_size=model.config.vocab_size,
+                                   stop_token_ids=[tokenizer.eos_token_id])
+    original = model.generate
+
+    def generate(self, *args, **kwargs):
+        prompt = kwargs.get("input_ids")
+        if compiled is not None:
+            kwargs["logits_processor"] = [GrammarLogitsProcessor(compiled, prompt.shape[0], tokenizer.eos_token_id)]
+        started = time.perf_counter()
+        output = original(*args, **kwargs)
+        counter["seconds"] += time.perf_counter() - started
+        generated = output[:, prompt.shape[1]:]
+        counter["tokens"] += int((generated != tokenizer.pad_token_id).sum()) if tokenizer.pad_token_id is not None \
+            else generated.numel()
+        return output
+
+    model.generate = types.MethodType(generate, model)
+    return counter
+
+
+def _mean(entries: list[dict], key: str) -> float | None:
+    values = [float(e[key]) for e in entries if key in e]
+    return sum(values) / len(values) if values else None
+
+
+def _checkpoint_to_resume(output_dir: str, run_key: dict) -> str | None:
+    key_path = os.path.join(output_dir, RUN_KEY_FILE)
+    checkpoints = sorted(glob.glob(os.path.join(output_dir, "checkpoint-*")),
+                         key=lambda p: int(re.search(r"(\d+)$", p).group(1)))
+    try:
+        with open(key_path) as source:
+            same = json.load(source) == run_key
+    except (OSError, ValueError):
+        same = False
+    if checkpoints and same:
+        return checkpoints[-1]
+    shutil.rmtree(output_dir, ignore_errors=True)
+    os.makedirs(output_dir, exist_ok=True)
+    with open(key_path, "w") as out:
+        json.dump(run_key, out)
+    return None

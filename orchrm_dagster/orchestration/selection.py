@@ -1,0 +1,102 @@
+"""Best-of-N before rollout: the champion reward model scores each problem's sampled plans, and only the best is
+executed. Scores are kept in the `plan_scores` table, so a plan is scored once per reward-model version."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orchrm_dagster.contract import PLAN_SCORES, plan_hash
+from orchrm_dagster.orchestration.sampling import PlanSample
+from orchrm_dagster.orchestration.store import partition_folder
+from orchrm_dagster.rm import ScoringSettings, champion_scorer, checkpoints_dir, read_champion
+from orchrm_dagster.storage import StorageRoot
+
+SCORES_TABLE = "plan_scores"
+
+
+@dataclass(frozen=True)
+class PlanScore:
+    score: float
+    tokens: int  # what the reward model read
+
+
+@dataclass(frozen=True)
+class ScoredSamples:
+    rm_version: int
+    scores: dict[str, PlanScore]  # sample run_id -> score
+    newly_scored: int
+
+
+def score_samples(root: StorageRoot, partition_key: str, samples: list[PlanSample],
+                  settings: ScoringSettings = ScoringSettings()) -> ScoredSamples:
+    """The champion's score of each sample, reusing the partition's stored scores by the same version; the scores
+    of every sample are written back to `plan_scores`."""
+    champion = read_champion(checkpoints_dir(root))
+    if champion is None:
+        raise FileNotFoundError("no champion reward model: materialize `reward_model` before scoring plans")
+    version = champion["version"]
+    stored = {run_id: score for run_id, (v, score) in _stored(root, partition_key).items() if v == version}
+    todo = [s for s in samples if s.run_id not in stored]
+    if todo:
+        _, scorer = champion_scorer(root, settings)
+        values, lengths = scorer.score_with_lengths([s.question for s in todo], [s.plan for s in todo])
+        stored |= {s.run_id: PlanScore(value, tokens) for s, value, tokens in zip(todo, values, lengths)}
+    scores = {s.run_id: stored[s.run_id] for s in samples}
+    _write(root, partition_key, samples, version, scores)
+    return ScoredSamples(version, scores, len(todo))
+
+
+def _stored(root: StorageRoot, partition_key: str) -> dict[str, tuple[int, PlanScore]]:
+    found = {}
+    for part in root.batch_files(SCORES_TABLE, partition_folder(partition_key)):
+        with root.fs.open(part, "rb") as src:
+            for row in pq.read_table(src, columns=["run_id", "rm_version", "score", "tokens"]).to_pylist():
+                found[row["run_id"]] = (row["rm_version"], PlanScore(row["score"], row["tokens"]))
+    return found
+
+
+def _write(root: StorageRoot, partition_key: str, samples: list[PlanSample], version: int,
+           scores: dict[str, PlanScore]) -> None:
+    rows = [{"run_id": s.run_id, "problem_id": s.problem_id, "benchmark": s.benchmark, "policy_name": s.policy_name,
+             "sample_index": s.sample_index, "plan_hash": plan_hash(s.plan), "rm_version": version,
+             "score": scores[s.run_id].score, "tokens": scores[s.run_id].tokens} for s in samples]
+    with tempfile.TemporaryDirectory() as staging:
+        path = str(Path(staging, "scores.parquet"))
+        pq.write_table(pa.Table.from_pylist(rows, schema=PLAN_SCORES), path, compression="zstd")
+        root.replace_batch(SCORES_TABLE, partition_folder(partition_key), [path])
+
+
+@dataclass(frozen=True)
+class Selection:
+    chosen: PlanSample  # the best candidate, under the run_id of its Best-of-N execution
+    meta: dict  # recorded on the run: the candidates' hashes and scores, verification tokens
+
+
+def best_of_n(samples: list[PlanSample], scored: ScoredSamples, n: int) -> list[Selection]:
+    """Per problem, among its first `n` samples: the highest-scored plan that parses (a plan that cannot run is
+    never preferred); ties go to the lower sample index."""
+    by_problem: dict[str, list[PlanSample]] = defaultdict(list)
+    for sample in sorted(samples, key=lambda s: (s.problem_id, s.sample_index)):
+        if sample.sample_index < n:
+            by_problem[sample.problem_id].append(sample)
+    selections = []
+    for candidates in by_problem.values():
+        best = max(candidates, key=lambda s: (s.plan_parses, scored.scores[s.run_id].score, -s.sample_index))
+        verification = sum(scored.scores[s.run_id].tokens for s in candidates)
+        meta = {"selection": {
+            "method": "orchrm_bon", "n": n, "rm_version": scored.rm_version, "chosen": best.run_id,
+            "candidates": [{"run_id": s.run_id, "plan_hash": plan_hash(s.plan), "score": scored.scores[s.run_id].score,
+                            "parses": s.plan_parses} for s in candidates],
+            "verification_tokens": verification,
+            "candidate_orchestrator_tokens": sum(s.orchestrator_prompt_tokens + s.orchestrator_completion_tokens
+                                                 for s in candidates)}}
+        chosen = dataclasses.replace(best, run_id=f"{best.run_id}/best-of-{n}")
+        selections.append(Selection(chosen, meta))
+    return selections

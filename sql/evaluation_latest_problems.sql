@@ -1,0 +1,5 @@
+-- The problems that entered the latest evaluation, with the reward-model version it evaluated.
+SELECT p.problem_id, e.rm_version, e.evaluation_id
+FROM evaluation_problems p
+JOIN (SELECT DISTINCT evaluation_id, rm_version FROM evaluation) e USING (evaluation_id)
+WHERE p.evaluation_id = (SELECT max(evaluation_id) FROM evaluation_problems);

@@ -1,0 +1,1 @@
+SELECT count(*) AS runs FROM runs WHERE policy_name = $policy;
