@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-slow browser ui bench clean-storage
+.PHONY: run test test-slow browser postgres ui bench clean-storage
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,12 +29,16 @@ run: $(VENV)/.installed-runtime
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not slow" -q
 
-test-slow: $(VENV)/.installed-dev browser
+test-slow: $(VENV)/.installed-dev browser postgres
 	$(BIN)/python -m pytest -m slow -q || [ $$? -eq 5 ]  # 5: no test carries the mark
 
 # Debian's Chromium for the UI test (tests/test_ui.py); Playwright drives it instead of downloading a browser
 browser:
 	@[ -x /usr/bin/chromium ] || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }
+
+# Debian's PostgreSQL server for the Postgres-instance test (tests/test_postgres_instance.py)
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q --no-install-recommends postgresql; }
 
 ui: $(VENV)/.installed-runtime
 	$(BIN)/orchrm ui
@@ -46,3 +50,6 @@ bench: $(VENV)/.installed-dev  # each prints its figures; together about an hour
 	$(BIN)/python bench/rm_score.py
 	$(BIN)/python bench/llm_backends.py
 	$(BIN)/python bench/mas_execute.py
+	$(BIN)/python bench/evaluation.py
+	$(BIN)/python bench/grpo.py
+	$(BIN)/python bench/concurrency.py

@@ -2,6 +2,7 @@ import dagster as dg
 
 from assets.configs import EvaluationConfig, ScoringConfig
 from assets.partitions import GPU_POOL, WAREHOUSE_POOL, orchestration_partitions
+from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
 from orchrm_dagster.evaluation import evaluate
 from orchrm_dagster.glue.resources import LLMBackendResource, StorageResource
 from orchrm_dagster.orchestration import read_samples, score_samples
@@ -9,7 +10,7 @@ from orchrm_dagster.reporting import markdown_image, markdown_table
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples", "reward_model"],
-          group_name="evaluation", kinds={"pytorch", "parquet"}, pool=GPU_POOL)
+          group_name="evaluation", kinds={"pytorch", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
     """The champion's score of every sampled plan, before any sub-agent runs (what Best-of-N chooses by)."""
     root = storage.storage_root()
@@ -26,7 +27,7 @@ def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storag
 
 
 @dg.asset(deps=["runs", "labels", "reward_model", "rm_scores"], group_name="evaluation",
-          kinds={"polars", "parquet", "duckdb"}, pool=WAREHOUSE_POOL)
+          kinds={"polars", "parquet", "duckdb"}, pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: StorageResource,
                llm: LLMBackendResource):
     """Best-of-N on held-out problems: the accuracy of each way of choosing among N logged runs (the reward model,

@@ -2,13 +2,14 @@ import dagster as dg
 
 from assets.configs import GRPORoundConfig
 from assets.partitions import GPU_POOL, grpo_rounds
+from orchrm_dagster.glue.deployment import GPU_STEP
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.grpo import read_table, rounds_png, run_round
 from orchrm_dagster.reporting import markdown_image, markdown_table
 
 
 @dg.asset(partitions_def=grpo_rounds, deps=["reward_model", "problems"], group_name="grpo",
-          kinds={"pytorch", "parquet"}, pool=GPU_POOL)
+          kinds={"pytorch", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, storage: StorageResource,
                llm: LLMBackendResource, policy_registry: PolicyRegistry):
     """One GRPO round on the orchestrator policy (TRL's GRPOTrainer), rewarded by the champion reward model's score of

@@ -2,6 +2,7 @@ import dagster as dg
 
 from assets.configs import IngestConfig
 from assets.partitions import WAREHOUSE_POOL, run_batches
+from orchrm_dagster.glue.deployment import CPU_STEP
 from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.ingest import ingest_batch
 from orchrm_dagster.reporting import markdown_table
@@ -19,7 +20,7 @@ _SPECS = [
 ]
 
 
-@dg.multi_asset(specs=_SPECS, partitions_def=run_batches, pool=WAREHOUSE_POOL)
+@dg.multi_asset(specs=_SPECS, partitions_def=run_batches, pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
 def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig, storage: StorageResource):
     """Validate a landed batch line by line: good records land in `runs`, bad ones in `quarantine`."""
     root = storage.storage_root()

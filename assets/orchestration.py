@@ -2,6 +2,7 @@ import dagster as dg
 
 from assets.configs import ExecutionConfig, SamplingConfig
 from assets.partitions import GPU_POOL, orchestration_partitions
+from orchrm_dagster.glue.deployment import GPU_STEP
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.llm import build_backend
 from orchrm_dagster.orchestration import execute_and_land, sample_partition
@@ -14,7 +15,7 @@ def _dimensions(context) -> tuple[str, str]:
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["problems"], group_name="orchestration",
-          kinds={"python", "parquet"}, pool=GPU_POOL)
+          kinds={"python", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingConfig, storage: StorageResource,
                           llm: LLMBackendResource, policy_registry: PolicyRegistry):
     """N orchestration plans per problem from one policy, with each plan's mean token log-probability."""
@@ -36,7 +37,7 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples"], group_name="orchestration",
-          kinds={"python"}, pool=GPU_POOL)
+          kinds={"python"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConfig, storage: StorageResource,
                         llm: LLMBackendResource):
     """Executes each sampled plan with sub-agents and lands the runs as a contract batch in the landing zone."""

@@ -22,6 +22,7 @@ from assets.problems import problems
 from assets.reward_model import pairs, reward_model, rm_scores
 from assets.sensors import (checkpoint_rollout_sensor, grpo_loop_sensor, landing_zone_sensor, nightly_evaluation,
                             orchestration_partitions_sensor, reward_model_retrain_sensor)
+from orchrm_dagster.glue.deployment import executor
 from orchrm_dagster.glue.resources import (
     LLMBackendResource,
     LoopResource,
@@ -44,6 +45,7 @@ def build_definitions(storage: StorageResource | None = None, llm: LLMBackendRes
         sensors=[landing_zone_sensor, orchestration_partitions_sensor, checkpoint_rollout_sensor,
                  reward_model_retrain_sensor, grpo_loop_sensor],
         schedules=[nightly_evaluation],
+        executor=executor(),  # ORCHRM_DEPLOYMENT: local (default) or k8s
         resources={
             "storage": storage or default_storage_resource(),
             "llm": llm or LLMBackendResource(),

@@ -12,6 +12,7 @@ def isolated_env(tmp_path, monkeypatch):
     """Every test gets its own storage root and Dagster instance."""
     monkeypatch.setenv("ORCHRM_STORAGE", str(tmp_path / "storage"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("ORCHRM_CACHE", str(tmp_path / "cache"))
     return tmp_path
 
 
@@ -48,3 +49,17 @@ def tiny_backbone(tmp_path_factory) -> str:
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch):
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

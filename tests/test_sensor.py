@@ -4,6 +4,7 @@ import dagster as dg
 
 from assets.sensors import landing_zone_sensor
 from orchrm_dagster.glue.resources import StorageResource
+from orchrm_dagster.storage import batch_id_for
 from tests.conftest import write_lines
 
 
@@ -22,8 +23,10 @@ def test_new_files_become_partitions_and_runs_once(tmp_path, storage_root, good_
     storage_root.fs.put_file(str(tmp_path / "notes.txt"), storage_root.landing_path("notes.txt"))
 
     result = evaluate(storage)
-    assert [r.partition_key for r in result.run_requests] == ["day_1.jsonl", "day2.jsonl"]
-    assert result.dynamic_partitions_requests[0].partition_keys == ["day2.jsonl", "day_1.jsonl"]
+    spaced = batch_id_for("day 1.jsonl")  # a name with a space gets a safe id that no other name shares
+    assert spaced.startswith("day_1.jsonl-") and spaced != "day_1.jsonl"
+    assert [r.partition_key for r in result.run_requests] == [spaced, "day2.jsonl"]
+    assert result.dynamic_partitions_requests[0].partition_keys == sorted([spaced, "day2.jsonl"])
 
     again = evaluate(storage, cursor=result.cursor)
     assert isinstance(again, dg.SkipReason)

@@ -32,5 +32,7 @@ class QuarantineKind(str, Enum):
     INVALID_FIELD = "invalid_field"  # the contract's schema rejected a field (see `field`)
     OVERSIZE_RECORD = "oversize_record"
     OVERSIZE_FIELD = "oversize_field"
+    UNSTORABLE_VALUE = "unstorable_value"  # valid, but a table cannot hold it (an integer past 64 bits, a NaN)
+    UNREADABLE_FILE = "unreadable_file"  # the batch file itself cannot be read (a corrupt Parquet file)
     DUPLICATE_IN_FILE = "duplicate_in_file"  # the run_id appeared earlier in the same file
     ALREADY_INGESTED = "already_ingested"  # another batch already holds the run_id

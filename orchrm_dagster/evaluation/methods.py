@@ -15,6 +15,8 @@ from orchrm_dagster.evaluation.pools import GROUP
 from orchrm_dagster.evaluation.settings import EvaluationSettings
 
 RESULT_COLUMNS = (*GROUP, "accuracy", "verification", "execution")
+MEMBER_COLUMNS = ("benchmark", "policy", "problem_id", "run_id", "correct", "answer", "exec_tokens", "verifier_static",
+                  "verifier_tokens")
 
 
 def single(pool: pl.DataFrame) -> pl.DataFrame:
@@ -65,7 +67,9 @@ def candidate_set_members(pool: pl.DataFrame, n: int, settings: EvaluationSettin
     if not frames:
         return pl.DataFrame(schema={"pkey": pl.Int64, "set_id": pl.Int64, "slot": pl.Int64, "idx": pl.Int64})
     members = pl.concat(frames).with_columns(pl.col("set_id").cast(pl.Int64), pl.col("slot").cast(pl.Int64))
-    return members.join(pool, on=["pkey", "idx"])
+    # only what the choices read: the texts stay in the pool (a judge fetches them for the few sets it sees)
+    wanted = [c for c in MEMBER_COLUMNS if c in pool.columns]
+    return members.join(pool.select("pkey", "idx", *wanted), on=["pkey", "idx"])
 
 
 def _per_problem(chosen: pl.DataFrame, members: pl.DataFrame, n: int, verification: pl.Expr) -> pl.DataFrame:

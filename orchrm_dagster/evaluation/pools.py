@@ -13,13 +13,13 @@ GROUP = ("benchmark", "policy", "problem_id")
 
 def candidate_pool(root: StorageRoot, settings: EvaluationSettings, rm_version: int | None,
                    excluded_problems: frozenset[str]) -> pl.DataFrame:
-    """One row per labeled run outside `excluded_problems`: its correctness, vote key (the labeler's extracted
+    """One row per labeled run outside `excluded_problems` (ids and numbers only: the texts stay in Parquet until a
+    verifier or a judge needs them, see `run_texts`): its correctness, vote key (the labeler's extracted
     answer, normalised), the reward model's score and tokens (null when `rm_version` did not score it), its plan's
     log-probability and its execution tokens. `pkey` numbers the problems of each (benchmark, policy), `idx` a
     problem's runs in run_id order, `m` is the pool size."""
     runs = scan_table(root, "runs").select(
-        "run_id", "benchmark", pl.col("policy_name").alias("policy"), "problem_id", "question", "plan",
-        "final_answer", pl.col("plan_logprob").alias("logprob"),
+        "run_id", "benchmark", pl.col("policy_name").alias("policy"), "problem_id", pl.col("plan_logprob").alias("logprob"),
         (pl.col("orchestrator_tokens").fill_null(0) + pl.col("subagent_tokens").fill_null(0)).alias("exec_tokens"))
     labels = (scan_table(root, "labels").filter(pl.col("is_correct").is_not_null())
               .group_by("run_id").agg(pl.col("is_correct").first().alias("correct"),
@@ -58,6 +58,13 @@ def vote_key_of(answer: str | None) -> str | None:
     from orchrm_dagster.mas import extract_answer
 
     return pl.select(vote_key(pl.lit(extract_answer(answer), dtype=pl.String))).item()
+
+
+def run_texts(root: StorageRoot, run_ids: list[str]) -> pl.DataFrame:
+    """run_id, question, plan and final_answer of the given runs."""
+    wanted = pl.DataFrame({"run_id": run_ids}, schema={"run_id": pl.String}).lazy()
+    return (scan_table(root, "runs").select("run_id", "question", "plan", "final_answer")
+            .join(wanted, on="run_id", how="semi").unique(subset="run_id", keep="first").collect())
 
 
 def trajectories(root: StorageRoot, run_ids: list[str], final_answers: dict[str, str | None]) -> dict[str, str]:

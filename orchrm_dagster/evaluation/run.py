@@ -19,11 +19,11 @@ from orchrm_dagster.contract import EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE
 from orchrm_dagster.evaluation import methods
 from orchrm_dagster.evaluation.judges import JudgeCall, Verdict, run_judges
 from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
-from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, trajectories
+from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, run_texts, trajectories
 from orchrm_dagster.evaluation.settings import EXECUTE_ALL, JUDGES, EvaluationSettings
 from orchrm_dagster.evaluation.verifier import STATIC_EVALUATORS, MiniLMEmbedder, agreement_score, static_scores
 from orchrm_dagster.llm import LLMBackend
-from orchrm_dagster.rm import backbone_path, pair_problems, read_champion
+from orchrm_dagster.rm import backbone_path, current_champion, pair_problems
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 NORMAL_LIMIT = 5000  # above this many problems the bootstrap's normal limit gives the interval
@@ -75,9 +75,7 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
 
 
 def _reward_model(root: StorageRoot) -> tuple[int | None, frozenset[str] | None]:
-    from orchrm_dagster.rm import checkpoints_dir
-
-    champion = read_champion(checkpoints_dir(root))
+    champion = current_champion(root)
     if champion is None:
         return None, frozenset()
     return champion["version"], pair_problems(root, champion["version"])
@@ -96,8 +94,9 @@ def _with_verifier(root, pool: pl.DataFrame, settings: EvaluationSettings, evalu
     verifier = settings.verifier
     cached = (scan_table(root, "verifier_scores").select("run_id", *STATIC_EVALUATORS, "tokens")
               .unique(subset="run_id", keep="last").collect())
-    missing = pool.join(cached, on="run_id", how="anti")
+    missing = pool.join(cached, on="run_id", how="anti").select("run_id")
     if missing.height:
+        missing = run_texts(root, missing["run_id"].to_list())
         texts = trajectories(root, missing["run_id"].to_list(),
                              dict(zip(missing["run_id"].to_list(), missing["final_answer"].to_list())))
         embedder = None
@@ -180,13 +179,14 @@ def _tag(frame: pl.DataFrame, method: str, n: int) -> pl.DataFrame:
     return frame.select(*methods.RESULT_COLUMNS).with_columns(method=pl.lit(method), n=pl.lit(n, dtype=pl.Int64))
 
 
-def _judge(root, members: pl.DataFrame, method: str, n: int, settings: EvaluationSettings, backend,
-           outcome: EvaluationOutcome) -> pl.DataFrame | None:
+def _judge(root, members: pl.DataFrame, method: str, n: int, settings: EvaluationSettings,
+           backend, outcome: EvaluationOutcome) -> pl.DataFrame | None:
     if backend is None:
         if not any(method in note for note in outcome.notes):
             outcome.notes.append(f"{method}: no judge backend given, not evaluated")
         return None
     judged = members.filter(pl.col("set_id") < settings.judge.draws).sort("pkey", "set_id", "slot")
+    judged = judged.join(run_texts(root, judged["run_id"].unique().to_list()), on="run_id", maintain_order="left")
     sets = judged.group_by("pkey", "set_id", maintain_order=True).agg(
         pl.col("problem_id").first(), pl.col("question").first(), pl.col("run_id"), pl.col("plan"),
         pl.col("final_answer"))

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)  # piped or captured: wide tables, not folded cells
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_]+(/[A-Za-z0-9_]+)*$")
 
 
@@ -80,15 +80,20 @@ def materialize(selection: tuple[str, ...], partition_key: str | None, config_fi
 @click.argument("statement")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
 def query(statement: str, fmt: str) -> None:
-    """Run read-only SQL against the warehouse (tables: problems, runs, subagent_calls, labels, quarantine)."""
+    """Run one read-only statement (SELECT or EXPLAIN) against the warehouse: tables problems, runs, subagent_calls,
+    labels, quarantine, pairs, rm_checkpoints, rm_scores, evaluation, grpo_rounds, ... It cannot write, attach,
+    install or load extensions, copy to files, change settings, or read files outside the storage root."""
     import duckdb
 
+    from orchrm_dagster.storage import NotAReadStatement, check_read_only
+
     try:
-        with _storage().warehouse().connect(read_only=True) as con:
+        check_read_only(statement)
+        with _storage().warehouse().connect_sandboxed() as con:
             cursor = con.execute(statement)
             columns = [d[0] for d in cursor.description or []]
             rows = cursor.fetchall()
-    except (duckdb.Error, FileNotFoundError) as err:
+    except (duckdb.Error, FileNotFoundError, NotAReadStatement) as err:
         raise click.ClickException(str(err)) from err
     if fmt == "json":
         click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=2))
@@ -180,7 +185,9 @@ def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: i
     _print_outcomes(outcomes)
     click.get_current_context().invoke(status)
     _print_reward_model_summary()
-    _print_evaluation(evaluation_id)
+    _print_evaluation(evaluation_id, largest_n_only=True)
+    console.print(f"every row: orchrm query \"select * from evaluation where evaluation_id = '{evaluation_id}'\"",
+                  soft_wrap=True)
 
 
 def _print_reward_model_summary() -> None:
@@ -271,12 +278,17 @@ def _int_list(text: str, option: str) -> list[int]:
         raise click.BadParameter(f"{text!r}: comma-separated integers expected", param_hint=option) from err
 
 
-def _print_evaluation(evaluation_id: str) -> None:
+def _print_evaluation(evaluation_id: str, largest_n_only: bool = False) -> None:
     rows = _storage().warehouse().query(
         "select benchmark, policy, method, n, round(accuracy, 3) accuracy, round(ci_low, 3) ci_low, "
         "round(ci_high, 3) ci_high, n_problems, round(verification_tokens) verification_tokens, "
         "round(execution_tokens) execution_tokens from evaluation where evaluation_id = $id "
         "order by benchmark, policy, n, method", {"id": evaluation_id}).to_pylist()
+    if largest_n_only:  # per (benchmark, policy): one sample, and every method at the largest N it reached
+        top = {}
+        for r in rows:
+            top[(r["benchmark"], r["policy"])] = max(top.get((r["benchmark"], r["policy"]), 1), r["n"])
+        rows = [r for r in rows if r["method"] == "single" or r["n"] == top[(r["benchmark"], r["policy"])]]
     if not rows:
         console.print("no (benchmark, policy) had enough executed, labeled runs per held-out problem")
         return
@@ -325,7 +337,9 @@ def ui(port: int) -> None:
     ensure_dagster_home()
     workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "orchrm_dagster.definitions"]
-    os.execvp("dagster", ["dagster", "dev", *target, "-p", str(port)])
+    # the dagster beside this interpreter: `make ui` runs .venv/bin/orchrm without the venv on PATH
+    dagster = Path(sys.executable).with_name("dagster")
+    os.execv(str(dagster), [str(dagster), "dev", *target, "-p", str(port)])
 
 
 def _progress() -> Progress:
@@ -338,3 +352,7 @@ def _print_rows(columns, rows) -> None:
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 
 import sql
-from orchrm_dagster.glue.instance import cli_instance
+from orchrm_dagster.glue.instance import cli_instance, process_tags
 from orchrm_dagster.storage import batch_id_for
 
 _QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # the CLI prints what failed itself
@@ -42,7 +42,7 @@ def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str
         batch_id = batch_id_for(name)
         instance.add_dynamic_partitions("run_batches", [batch_id])
         result = job.execute_in_process(partition_key=batch_id, instance=instance, raise_on_error=False,
-                                        run_config=_QUIET, tags={"orchrm/source_file": name})
+                                        run_config=_QUIET, tags={"orchrm/source_file": name, **process_tags()})
         outcomes.append(_outcome(storage, batch_id, result))
         if on_done:
             on_done(name)
@@ -56,7 +56,7 @@ def orchestrate(defs: dg.Definitions, benchmark: str, policy: str, sampling: dic
     run_config = {**_QUIET, "ops": {"orchestration_samples": {"config": sampling},
                                     "execution_artifacts": {"config": execution}}}
     return defs.resolve_job_def("orchestrate").execute_in_process(
-        partition_key=key, instance=instance, raise_on_error=False, run_config=run_config)
+        partition_key=key, instance=instance, raise_on_error=False, run_config=run_config, tags=process_tags())
 
 
 def register_orchestration_partitions(defs: dg.Definitions) -> dg.DagsterInstance:
@@ -109,4 +109,4 @@ def materialize_selection(defs: dg.Definitions, selection: str, partition_key: s
     merged = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
     return merged.resolve_job_def(job.name).execute_in_process(
         instance=cli_instance(), partition_key=partition_key, raise_on_error=False,
-        run_config={**_QUIET, **(run_config or {})})
+        run_config={**_QUIET, **(run_config or {})}, tags=process_tags())

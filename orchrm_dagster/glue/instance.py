@@ -1,27 +1,48 @@
-"""The Dagster instance the CLI and `dagster dev` share, so CLI runs show up in the UI's history."""
+"""The Dagster instance the CLI and `dagster dev` share, so CLI runs show up in the UI's history; and the reaper
+that gives back pool slots a killed run still holds."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import socket
 from pathlib import Path
 
 import dagster as dg
+import psutil
 
-_DAGSTER_YAML = """\
-# Written by orchrm. One writer at a time for steps in the 'warehouse' pool.
+from orchrm_dagster.storage import cache_dir, default_storage_url
+
+OWNED_MARK = "# Written by orchrm."
+_DAGSTER_YAML = f"""\
+{OWNED_MARK} One writer at a time for steps in the 'warehouse' pool, one model at a time in the 'gpu' pool.
 concurrency:
   pools:
     default_limit: 1
+run_monitoring:
+  enabled: true  # a run whose worker died is marked failed (and the reaper frees its pool slots)
+nux:
+  enabled: false  # no newsletter dialog on a fresh instance
 telemetry:
   enabled: false
 """
+PID_TAG, HOST_TAG = "orchrm/pid", "orchrm/host"
+
+
+def default_dagster_home() -> Path:
+    """Beside the data it describes: <root>/dagster_home for a local root (so one root has one instance wherever
+    the command runs from), a per-root folder in the machine's cache (ORCHRM_CACHE) for an object-store root."""
+    root = default_storage_url()
+    if "://" not in root:
+        return Path(root).expanduser().resolve() / "dagster_home"
+    return cache_dir() / "dagster_home" / hashlib.sha1(root.encode()).hexdigest()[:12]
 
 
 def ensure_dagster_home() -> Path:
-    home = Path(os.environ.get("DAGSTER_HOME") or "storage/dagster_home").expanduser().resolve()
+    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
+    if not config.exists() or (config.read_text().startswith(OWNED_MARK) and config.read_text() != _DAGSTER_YAML):
         config.write_text(_DAGSTER_YAML)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
@@ -29,4 +50,38 @@ def ensure_dagster_home() -> Path:
 
 def cli_instance() -> dg.DagsterInstance:
     ensure_dagster_home()
-    return dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.get()
+    free_slots_of_dead_runs(instance)
+    return instance
+
+
+def process_tags() -> dict[str, str]:
+    """Tags of a run executed in this process, so a later process can tell whether its owner is still alive."""
+    return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+
+
+def free_slots_of_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Frees the pool slots of every run that can no longer release them: finished runs (a run marked failed after
+    its worker was killed keeps its slots otherwise), and runs of this host whose process is gone (a kill -9 or an
+    OOM kill of an in-process CLI run), which are marked failed first. Returns the runs freed."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return []
+    freed = []
+    for run_id in storage.get_concurrency_run_ids():
+        run = instance.get_run_by_id(run_id)
+        if run is not None and not run.is_finished:
+            if not _owner_is_dead(run.tags):
+                continue
+            instance.report_run_failed(run, f"its process {run.tags[PID_TAG]} is gone (killed): its pool slots "
+                                            "are freed")
+        storage.free_concurrency_slots_for_run(run_id)
+        freed.append(run_id)
+    return freed
+
+
+def _owner_is_dead(tags: dict) -> bool:
+    if PID_TAG not in tags or tags.get(HOST_TAG) != socket.gethostname():
+        return False  # not ours to judge: run monitoring marks a launched run's dead worker failed
+    pid = int(tags[PID_TAG])
+    return pid != os.getpid() and not psutil.pid_exists(pid)

@@ -36,6 +36,8 @@ class GRPOSettings:
     benchmark: str = Field(default="gsm8k", description="Problems the rounds train on (and hold out)")
     train_problems: int = Field(default=4, description="Problems per round; each round takes the next ones")
     group_size: int = Field(default=8, description="Plans sampled per problem and step (GRPO's group)")
+    micro_batch_size: int = Field(default=2, description="Plans per forward/backward pass; the group's gradients "
+                                                         "accumulate over group_size / micro_batch_size passes")
     steps: int = Field(default=2, description="Optimizer steps per round (one problem's group per step)")
     learning_rate: float = Field(default=2e-5, description="AdamW learning rate")
     kl_beta: float = Field(default=0.001, description="KL penalty towards the round's starting policy")
@@ -66,6 +68,8 @@ class GRPOSettings:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise ValueError("group_size must be >= 2: GRPO compares plans within a group")
+        if self.micro_batch_size < 1 or self.group_size % self.micro_batch_size:
+            raise ValueError("micro_batch_size must divide group_size")
         if min(self.steps, self.train_problems, self.heldout_problems, self.heldout_samples) < 1:
             raise ValueError("steps, train_problems, heldout_problems and heldout_samples must be >= 1")
 

@@ -8,7 +8,6 @@ policy's own, as TRL computes them.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -16,6 +15,7 @@ import shutil
 import time
 import types
 from dataclasses import dataclass
+from pathlib import Path
 
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.settings import GRPOSettings
@@ -44,7 +44,11 @@ def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
         if settings.vllm_server_url:
             vllm["vllm_server_base_url"] = settings.vllm_server_url
     return GRPOConfig(
-        output_dir=output_dir, per_device_train_batch_size=settings.group_size, num_generations=settings.group_size,
+        # one optimizer step = one problem's group, in micro-batches (a whole group of long prompts at once takes
+        # tens of GB: the logits alone are plans x tokens x a 49k vocabulary)
+        output_dir=output_dir, per_device_train_batch_size=settings.micro_batch_size,
+        gradient_accumulation_steps=settings.group_size // settings.micro_batch_size,
+        num_generations=settings.group_size,
         max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
         beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
         max_steps=settings.steps, seed=settings.seed, use_cpu=device == "cpu", bf16=False,
@@ -116,7 +120,7 @@ def _mean(entries: list[dict], key: str) -> float | None:
 
 def _checkpoint_to_resume(output_dir: str, run_key: dict) -> str | None:
     key_path = os.path.join(output_dir, RUN_KEY_FILE)
-    checkpoints = sorted(glob.glob(os.path.join(output_dir, "checkpoint-*")),
+    checkpoints = sorted(map(str, Path(output_dir).glob("checkpoint-*")),
                          key=lambda p: int(re.search(r"(\d+)$", p).group(1)))
     try:
         with open(key_path) as source:

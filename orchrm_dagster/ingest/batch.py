@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 import sql
@@ -26,7 +27,7 @@ from orchrm_dagster.ingest.flatten import call_rows, run_row
 from orchrm_dagster.ingest.reader import count_newlines, iter_jsonl, iter_parquet, line_aligned_ranges
 from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.validate import Rejection, validate_line
-from orchrm_dagster.storage import ParquetSink, StorageRoot
+from orchrm_dagster.storage import ParquetSink, StorageRoot, root_lock
 
 _PROGRESS_EVERY = 10_000
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
@@ -100,7 +101,10 @@ def ingest_batch(
                 parts = _run_parallel(pool, tasks, progress)
         report.workers = len(parts)
         report.lines_read = sum(p.lines_read for p in parts)
-        _deduplicate_and_publish(root, batch_id, parts, staging, settings, report)
+        # run_ids are de-duplicated against every other batch: two ingests must not do it at once, whichever
+        # Dagster instance or host they run on
+        with root_lock(root, "runs"):
+            _deduplicate_and_publish(root, batch_id, parts, staging, settings, report)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -151,17 +155,23 @@ def stage_part(task: StageTask, progress: Callable[[int], None] | None = None) -
     quarantine = ParquetSink(out.quarantine, QUARANTINE, rows_per_group)
     lines_read = 0
     with task.root.fs.open(task.source_path, "rb") as stream:
-        for line in _lines(stream, task):
-            lines_read += 1
-            outcome = validate_line(line, task.settings)
-            if isinstance(outcome, RunRecord):
-                runs.append(run_row(outcome, task.batch_id, source_name, line.line_number))
-                for row in call_rows(outcome, task.batch_id, line.line_number):
-                    calls.append(row)
-            else:
-                quarantine.append_mapping(_quarantine_row(outcome, task.batch_id, source_name))
-            if progress and lines_read % _PROGRESS_EVERY == 0:
-                progress(lines_read)
+        try:
+            for line in _lines(stream, task):
+                lines_read += 1
+                outcome = validate_line(line, task.settings)
+                if isinstance(outcome, RunRecord):
+                    runs.append(run_row(outcome, task.batch_id, source_name, line.line_number))
+                    for row in call_rows(outcome, task.batch_id, line.line_number):
+                        calls.append(row)
+                else:
+                    quarantine.append_mapping(_quarantine_row(outcome, task.batch_id, source_name))
+                if progress and lines_read % _PROGRESS_EVERY == 0:
+                    progress(lines_read)
+        except (pa.ArrowException, OSError) as err:  # a corrupt or truncated Parquet file: keep what was read
+            quarantine.append_mapping(_quarantine_row(Rejection(
+                lines_read + 1, QuarantineKind.UNREADABLE_FILE, None,
+                f"the file cannot be read past row {lines_read}: {type(err).__name__}: {err}", "", False),
+                task.batch_id, source_name))
     for sink in (runs, calls, quarantine):
         sink.close()
     if progress:
@@ -196,11 +206,10 @@ def _file_list(paths: list[str]) -> str:
 
 
 def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:
-    others = [b for b in root.batch_ids("runs") if b != batch_id]
-    if not others:
+    files = [root.to_uri(path) for b in root.batch_ids("runs") if b != batch_id for path in root.batch_files("runs", b)]
+    if not files:
         return "(SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS batch_id WHERE false)"
-    globs = [root.uri("tables", "runs", f"batch_id={b}", "*.parquet") for b in others]
-    return f"read_parquet({_file_list(globs)})"
+    return f"(SELECT run_id, batch_id FROM read_parquet({_file_list(files)}))"
 
 
 def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, settings, report) -> None:

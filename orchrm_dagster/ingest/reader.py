@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 
 _READ_BUFFER = 8 << 20
 _SKIP_CHUNK = 1 << 20
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ def iter_jsonl(stream, max_record_bytes: int, first_line: int = 1, byte_budget: 
             consumed += rest
             yield SourceLine(line_number, data=line[:max_record_bytes], oversize_bytes=len(line) + rest)
             continue
+        if line_number == 1 and line.startswith(_UTF8_BOM):  # written by some editors and exporters: not JSON
+            line = line[len(_UTF8_BOM):]
         if line.strip():
             yield SourceLine(line_number, data=line)
 

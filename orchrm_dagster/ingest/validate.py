@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import orjson
 from pydantic import ValidationError
 
 from orchrm_dagster.contract import QuarantineKind, RunRecord
+from orchrm_dagster.ingest.flatten import record_meta
 from orchrm_dagster.ingest.reader import SourceLine
 from orchrm_dagster.ingest.settings import IngestSettings
 
@@ -39,6 +41,10 @@ def validate_line(line: SourceLine, limits: IngestSettings) -> RunRecord | Rejec
     except ValidationError as err:
         kind, field, reason = _describe(err)
         return _reject(line, kind, field, reason, limits)
+    unstorable = unstorable_value(record)
+    if unstorable:
+        field, reason = unstorable
+        return _reject(line, QuarantineKind.UNSTORABLE_VALUE, field, reason, limits, run_id=_text_or_none(record.run_id))
     oversize = _oversize_field(record, limits.max_field_chars)
     if oversize:
         field, size = oversize
@@ -89,6 +95,50 @@ def _loc(loc: tuple) -> str | None:
     return text or None
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+_TEXT_FIELDS = ("run_id", "problem_id", "benchmark", "question", "plan", "reference_answer", "final_answer", "error")
+
+
+def unstorable_value(record: RunRecord) -> tuple[str, str] | None:
+    """A value the contract accepts but the tables cannot store, as (field, reason): an integer outside 64 bits,
+    a number that is not finite, text that is not encodable UTF-8 (a lone surrogate), extra fields that do not
+    serialize to JSON."""
+    integers = [("sample_index", record.sample_index), ("policy.step", record.policy.step)]
+    if record.tokens is not None:
+        integers += [(f"tokens.{name}", getattr(record.tokens, name)) for name in type(record.tokens).model_fields]
+    for i, call in enumerate(record.subagents or ()):
+        integers += [(f"subagents[{i}].prompt_tokens", call.prompt_tokens),
+                     (f"subagents[{i}].completion_tokens", call.completion_tokens)]
+    for name, value in integers:
+        if value is not None and not _INT64[0] <= value <= _INT64[1]:
+            return name, f"integer {value} does not fit in 64 bits"
+    if record.plan_logprob is not None and not math.isfinite(record.plan_logprob):
+        return "plan_logprob", f"{record.plan_logprob} is not a finite number"
+    texts = [(name, getattr(record, name)) for name in _TEXT_FIELDS] + [("policy.name", record.policy.name)]
+    for i, call in enumerate(record.subagents or ()):
+        texts += [(f"subagents[{i}].{name}", getattr(call, name)) for name in ("agent_id", "input", "output")]
+    for name, value in texts:
+        if value is not None and not _encodable(value):
+            return name, "text holds a lone surrogate (not encodable as UTF-8)"
+    try:
+        record_meta(record)
+    except (TypeError, ValueError) as err:
+        return "meta", f"does not serialize to JSON: {err}"
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text_or_none(text: str) -> str | None:
+    return text if _encodable(text) else None
+
+
 def _oversize_field(record: RunRecord, limit: int) -> tuple[str, int] | None:
     for name in ("question", "plan", "final_answer", "reference_answer", "error"):
         value = getattr(record, name)
@@ -104,12 +154,20 @@ def _oversize_field(record: RunRecord, limit: int) -> tuple[str, int] | None:
 
 def _reject(line: SourceLine, kind: QuarantineKind, field: str | None, reason: str, limits: IngestSettings,
             truncated: bool = False, run_id: str | None = None) -> Rejection:
-    raw = line.data.decode("utf-8", errors="replace") if line.data is not None else orjson.dumps(
-        line.record, default=str).decode()
+    raw = line.data.decode("utf-8", errors="replace") if line.data is not None else _record_text(line.record)
     raw = raw.rstrip("\n")
     if len(raw) > limits.max_raw_chars:
         raw, truncated = raw[: limits.max_raw_chars], True
-    return Rejection(line.line_number, kind, field, reason, raw, truncated, run_id or _guess_run_id(line))
+    guessed = run_id or _guess_run_id(line)
+    return Rejection(line.line_number, kind, field, reason, raw, truncated,
+                     guessed if guessed is not None and _encodable(guessed) else None)
+
+
+def _record_text(record: dict) -> str:
+    try:
+        return orjson.dumps(record, default=str).decode()
+    except TypeError:  # an integer past 64 bits: orjson refuses it, repr shows it
+        return repr(record)
 
 
 def _guess_run_id(line: SourceLine) -> str | None:

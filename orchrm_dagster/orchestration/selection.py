@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import PLAN_SCORES, plan_hash
 from orchrm_dagster.orchestration.sampling import PlanSample
 from orchrm_dagster.orchestration.store import partition_folder
-from orchrm_dagster.rm import ScoringSettings, champion_scorer, checkpoints_dir, read_champion
+from orchrm_dagster.rm import ScoringSettings, champion_scorer, current_champion
 from orchrm_dagster.storage import StorageRoot
 
 SCORES_TABLE = "plan_scores"
@@ -38,7 +38,7 @@ def score_samples(root: StorageRoot, partition_key: str, samples: list[PlanSampl
                   settings: ScoringSettings = ScoringSettings()) -> ScoredSamples:
     """The champion's score of each sample, reusing the partition's stored scores by the same version; the scores
     of every sample are written back to `plan_scores`."""
-    champion = read_champion(checkpoints_dir(root))
+    champion = current_champion(root)
     if champion is None:
         raise FileNotFoundError("no champion reward model: materialize `reward_model` before scoring plans")
     version = champion["version"]

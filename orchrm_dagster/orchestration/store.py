@@ -12,13 +12,13 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import ORCHESTRATION_SAMPLES
 from orchrm_dagster.orchestration.sampling import PlanSample, Problem
 from orchrm_dagster.problems import problem_table
-from orchrm_dagster.storage import StorageRoot, batch_id_for
+from orchrm_dagster.storage import StorageRoot, safe_name
 
 SAMPLES_TABLE = "orchestration_samples"
 
 
 def partition_folder(partition_key: str) -> str:
-    return batch_id_for(partition_key)
+    return safe_name(partition_key)
 
 
 def execution_batch_name(partition_key: str, settings=None) -> str:

@@ -21,6 +21,8 @@ _EXPORTS = {
     "pair_problems": "lifecycle",
     "pairs_since_champion": "lifecycle",
     "checkpoints_dir": "lifecycle",
+    "current_champion": "lifecycle",
+    "synced_checkpoints_dir": "lifecycle",
     "read_champion": "lifecycle",
     "score_runs": "lifecycle",
     "train_new_version": "lifecycle",

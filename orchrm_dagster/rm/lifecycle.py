@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import RM_CHECKPOINTS, RM_SCORES
 from orchrm_dagster.pairs import TRAIN, VALIDATION, training_pair_texts
-from orchrm_dagster.rm.checkpoints import (MODEL_SUBDIR, build_manifest, is_new_champion, list_versions,
+from orchrm_dagster.rm.checkpoints import (MANIFEST, MODEL_SUBDIR, build_manifest, is_new_champion, list_versions,
                                            next_version, version_dir, write_manifest)
 from orchrm_dagster.rm.config import RMTrainConfig, ScoringSettings
 from orchrm_dagster.rm.data import PairTexts
-from orchrm_dagster.storage import ParquetSink, StorageRoot, local_work_dir
+from orchrm_dagster.storage import ParquetSink, StorageRoot, local_work_dir, root_lock
 
 CHAMPION_FILE = "champion.json"
 PAIR_PROBLEMS_FILE = "pair_problems.json"  # the problems of every pair a version saw, for held-out evaluation
@@ -56,18 +56,60 @@ def pair_set_fingerprint(train: PairTexts, validation: PairTexts) -> str:
 
 
 def read_champion(base: Path) -> dict | None:
+    """{"version", "path"} of the champion in a checkpoints folder (the path is derived here, not stored, so the
+    folder can move between machines)."""
     path = base / CHAMPION_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    version = json.loads(path.read_text())["version"]
+    return {"version": version, "path": version_dir(str(base), version)}
+
+
+def synced_checkpoints_dir(root: StorageRoot, champion_model: bool = False) -> Path:
+    """The checkpoints folder, up to date with the storage root: on an object store, a fresh machine (an empty
+    local mirror) first fetches the champion pointer and every version's manifest, so versions continue from the
+    last one and nothing is overwritten; with `champion_model`, the champion's weights too."""
+    base = checkpoints_dir(root)
+    if root.is_local:
+        return base
+    remote = root.path("checkpoints", "rm")
+    if not root.fs.exists(remote):
+        return base
+    root.fs.invalidate_cache(remote)
+    for entry in root.fs.ls(remote, detail=True):
+        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+        if entry["type"] == "file" and name == CHAMPION_FILE:
+            root.fs.get_file(entry["name"], str(base / CHAMPION_FILE))
+        elif entry["type"] == "directory" and name.startswith("v") and name[1:].isdigit():
+            for small in (MANIFEST, PAIR_PROBLEMS_FILE):
+                local = base / name / small
+                if not local.exists() and root.fs.exists(f"{entry['name']}/{small}"):
+                    local.parent.mkdir(parents=True, exist_ok=True)
+                    root.fs.get_file(f"{entry['name']}/{small}", str(local))
+    champion = read_champion(base)
+    if champion_model and champion is not None:
+        model = Path(champion["path"]) / MODEL_SUBDIR
+        if not model.exists():
+            staging = model.with_name(MODEL_SUBDIR + ".partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            root.fs.get(f"{remote}/{Path(champion['path']).name}/{MODEL_SUBDIR}", str(staging), recursive=True)
+            staging.rename(model)
+    return base
+
+
+def current_champion(root: StorageRoot) -> dict | None:
+    return read_champion(synced_checkpoints_dir(root))
 
 
 def champion_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()):
     """(version, RewardScorer) of the current champion; FileNotFoundError when no reward model is trained yet."""
     from orchrm_dagster.rm.score import RewardScorer
 
-    base = checkpoints_dir(root)
+    base = synced_checkpoints_dir(root, champion_model=True)
     champion = read_champion(base)
     if champion is None:
-        raise FileNotFoundError(f"no champion reward model in {base}: materialize `reward_model` first")
+        raise FileNotFoundError(f"no champion reward model in {root.uri('checkpoints', 'rm')}: materialize "
+                                f"`reward_model` first")
     scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), settings.device, settings.max_length,
                           settings.batch_size)
     return champion["version"], scorer
@@ -77,7 +119,7 @@ def pairs_since_champion(root: StorageRoot, pairs_now: int) -> int | None:
     """How many more pairs the tables hold than when the champion trained (None: no champion yet)."""
     from orchrm_dagster.rm.checkpoints import read_manifest
 
-    champion = read_champion(checkpoints_dir(root))
+    champion = current_champion(root)
     if champion is None:
         return None
     return pairs_now - (read_manifest(champion["path"]).get("pairs_available") or 0)
@@ -86,7 +128,7 @@ def pairs_since_champion(root: StorageRoot, pairs_now: int) -> int | None:
 def pair_problems(root: StorageRoot, version: int) -> frozenset[str] | None:
     """The problems of every pair (train and validation) reward-model `version` saw; None for a version trained
     before this was recorded."""
-    path = Path(version_dir(str(checkpoints_dir(root)), version), PAIR_PROBLEMS_FILE)
+    path = Path(version_dir(str(synced_checkpoints_dir(root)), version), PAIR_PROBLEMS_FILE)
     return frozenset(json.loads(path.read_text())) if path.exists() else None
 
 
@@ -120,10 +162,17 @@ def _split(texts: pl.DataFrame, split: str) -> PairTexts:
 
 def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
                       pair_problems: list[str] | None = None, pairs_available: int | None = None) -> TrainingOutcome:
+    # one training at a time per storage root, on any machine: versions are numbered, and the champion replaced,
+    # in order
+    with root_lock(root, "reward-model", timeout_s=6 * 3600, lease_s=6 * 3600):
+        return _train_new_version(root, train, validation, config, pair_problems, pairs_available)
+
+
+def _train_new_version(root, train, validation, config, pair_problems, pairs_available) -> TrainingOutcome:
     from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
     from orchrm_dagster.rm.train import train_reward_model
 
-    base = checkpoints_dir(root)
+    base = synced_checkpoints_dir(root, champion_model=True)
     version = _unfinished_version(base) or next_version(str(base))
     folder = version_dir(str(base), version)
     result = train_reward_model(train, validation, config, folder, resume=True)
@@ -143,7 +192,7 @@ def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts
     Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
     write_manifest(folder, manifest)
     if becomes_champion:
-        (base / CHAMPION_FILE).write_text(json.dumps({"version": version, "path": folder}))
+        (base / CHAMPION_FILE).write_text(json.dumps({"version": version}))
     _upload(root, base, folder)
     return TrainingOutcome(len(train), len(validation), version, folder, metrics, champion_accuracy, becomes_champion,
                            champion["version"] if champion else None, result.pairs_per_second, result.seconds)
@@ -164,7 +213,7 @@ def _upload(root: StorageRoot, base: Path, folder: str) -> None:
 
 def checkpoint_table(root: StorageRoot) -> pa.Table:
     """The `rm_checkpoints` table: one row per finished version."""
-    base = checkpoints_dir(root)
+    base = synced_checkpoints_dir(root)
     champion = read_champion(base)
     rows = []
     for v in list_versions(str(base)):

@@ -10,7 +10,6 @@ mistaken for padding).
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import math
 import os
@@ -19,6 +18,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from datasets import Dataset
@@ -149,7 +149,7 @@ def _validation_metrics(model_dir: str, validation: PairTexts, config: RMTrainCo
 
 def _checkpoint_to_resume(output_dir: str, run_key: dict, resume: bool) -> str | None:
     key_path = os.path.join(output_dir, RUN_KEY_FILE)
-    checkpoints = sorted(glob.glob(os.path.join(output_dir, "checkpoint-*")), key=_checkpoint_step)
+    checkpoints = sorted(map(str, Path(output_dir).glob("checkpoint-*")), key=_checkpoint_step)
     if resume and checkpoints and _read_json(key_path) == run_key:
         return checkpoints[-1]
     for stale in checkpoints:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import re
+import time
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -16,6 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 LANDING_SUFFIXES = (".jsonl", ".parquet")
+CURRENT = "_CURRENT"  # in a batch folder: the name of the generation folder that holds the batch's parts now
+LANDING_SOURCES = ".sources.json"  # in the landing zone: which local file each landed name came from
 _BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -23,9 +28,18 @@ def default_storage_url() -> str:
     return os.environ.get("ORCHRM_STORAGE") or "storage"
 
 
+def safe_name(text: str) -> str:
+    """`text` with every character but letters, digits, '.', '_' and '-' replaced by '_' (a folder-safe name)."""
+    return _BATCH_ID_UNSAFE.sub("_", text)
+
+
 def batch_id_for(file_name: str) -> str:
-    """The run-batch partition key of a landed file: its name with unsafe characters replaced."""
-    return _BATCH_ID_UNSAFE.sub("_", file_name)
+    """The run-batch partition key of a landed file: its name when that is already safe, else the safe name plus a
+    hash of the real one, so two names that sanitize alike (`a b.jsonl`, `a_b.jsonl`) never share a batch."""
+    safe = safe_name(file_name)
+    if safe == file_name:
+        return safe
+    return f"{safe}-{hashlib.blake2b(file_name.encode(), digest_size=4).hexdigest()}"
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,10 @@ class StorageRoot:
         """Path inside the filesystem (no protocol)."""
         return "/".join([self.base, *parts])
 
+    def to_uri(self, path: str) -> str:
+        """A path inside the filesystem as readers outside fsspec take it (protocol included when remote)."""
+        return path if self.is_local else f"{self.protocol}://{path}"
+
     def uri(self, *parts: str) -> str:
         """Address for readers outside fsspec (DuckDB, error messages): protocol included when remote."""
         path = self.path(*parts)
@@ -72,44 +90,61 @@ class StorageRoot:
         return self.path("tables", table, f"batch_id={batch_id}")
 
     def batch_files(self, table: str, batch_id: str) -> list[str]:
-        """The Parquet parts of one batch of a batch-partitioned table (a large batch has several)."""
-        return sorted(self.fs.glob(self.path("tables", table, f"batch_id={batch_id}", "*.parquet")))
-
-    def table_glob(self, table: str, partitioned: bool) -> str:
-        if partitioned:
-            return self.uri("tables", table, "batch_id=*", "*.parquet")
-        return self.uri("tables", table, "data.parquet")
+        """The Parquet parts of one batch of a partitioned table now (a large batch has several): those of the
+        generation its `_CURRENT` names. Paths are listed, never globbed, so a root may hold any character."""
+        folder = self.batch_dir(table, batch_id)
+        pointer = f"{folder}/{CURRENT}"
+        if self.fs.exists(pointer):
+            folder = f"{folder}/{self.fs.cat_file(pointer).decode().strip()}"
+        return sorted(p for p in self._list_names(folder) if p.endswith(".parquet"))
 
     def batch_ids(self, table: str) -> list[str]:
-        found = self.fs.glob(self.path("tables", table, "batch_id=*", "*.parquet"))
-        return sorted({p.split("/")[-2].removeprefix("batch_id=") for p in found})
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self._list_names(self.path("tables", table), dirs=True)]
+        return sorted(n.removeprefix("batch_id=") for n in names if n.startswith("batch_id="))
+
+    def _list_names(self, folder: str, dirs: bool = False) -> list[str]:
+        try:
+            entries = self.fs.ls(folder, detail=True)
+        except FileNotFoundError:
+            return []
+        wanted = "directory" if dirs else "file"
+        return [e["name"] for e in entries if e.get("type") == wanted]
 
     def replace_batch(self, table: str, batch_id: str, local_parts: list[str]) -> None:
-        """Make `local_parts` (temporary files: consumed) the whole content of one batch of `table`.
-        Locally the batch folder is swapped in by rename, so readers never see a mix of old and new parts."""
-        target = self.batch_dir(table, batch_id)
-        if not self.is_local:
-            stale = set(self.fs.glob(f"{target}/*.parquet"))
-            for index, part in enumerate(local_parts):
-                key = f"{target}/part-{index:04d}.parquet"
-                self.fs.put_file(part, key)
-                stale.discard(key)
-            if stale:
-                self.fs.rm(sorted(stale))
-            return
-        parent = self.path("tables", table)
-        os.makedirs(parent, exist_ok=True)
-        fresh = os.path.join(parent, f".batch_id={batch_id}.{uuid.uuid4().hex}.tmp")
-        os.makedirs(fresh)
+        """Make `local_parts` (temporary files: consumed) the whole content of one batch of `table`, atomically on a
+        local folder and on S3 alike: the parts go to a new generation folder, then `_CURRENT` is switched to it in
+        one atomic write (a rename, a single PUT). Readers see the old parts or the new ones, never a mix; a crash
+        before the switch leaves the batch as it was. Generations older than the previous one are removed."""
+        folder = self.batch_dir(table, batch_id)
+        generation = f"g{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        self.fs.makedirs(f"{folder}/{generation}", exist_ok=True)
         for index, part in enumerate(local_parts):
-            shutil.move(part, os.path.join(fresh, f"part-{index:04d}.parquet"))
-        trash = None
-        if os.path.exists(target):
-            trash = os.path.join(parent, f".trash-{uuid.uuid4().hex}")
-            os.rename(target, trash)
-        os.rename(fresh, target)
-        if trash:
-            shutil.rmtree(trash, ignore_errors=True)
+            self.fs.put_file(part, f"{folder}/{generation}/part-{index:04d}.parquet")
+            if os.path.exists(part):
+                os.remove(part)
+        previous = self._current_generation(folder)
+        self._write_atomically(f"{folder}/{CURRENT}", generation.encode())
+        for stale in self._list_names(folder, dirs=True):
+            if stale.rstrip("/").rsplit("/", 1)[-1] not in (generation, previous):
+                self.fs.rm(stale, recursive=True)
+        for legacy in self._list_names(folder):  # parts of the layout before generations
+            if legacy.endswith(".parquet"):
+                self.fs.rm(legacy)
+
+    def _current_generation(self, folder: str) -> str | None:
+        pointer = f"{folder}/{CURRENT}"
+        return self.fs.cat_file(pointer).decode().strip() if self.fs.exists(pointer) else None
+
+    def _write_atomically(self, path: str, data: bytes) -> None:
+        if not self.is_local:  # an object store publishes a PUT whole
+            self.fs.pipe_file(path, data)
+            return
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
 
     # --- landing ------------------------------------------------------------------------
     def landed_files(self) -> list[LandedFile]:
@@ -135,11 +170,17 @@ class StorageRoot:
         )
 
     def land(self, local_file: str | os.PathLike, name: str | None = None) -> LandedFile:
-        """Copy a local file into the landing zone (atomically for a local root), as `name` if given."""
+        """Copy a local file into the landing zone (atomically for a local root), as `name` if given. Landing the
+        same source again replaces its batch (a re-run changes no count); another source whose name is taken
+        lands under that name plus a hash of its path, so it never replaces someone else's runs."""
         name = name or Path(local_file).name
         if not name.endswith(LANDING_SUFFIXES):
             raise ValueError(f"{local_file}: a run batch must be a {' or '.join(LANDING_SUFFIXES)} file")
         self.fs.makedirs(self.landing_path(), exist_ok=True)
+        from orchrm_dagster.storage.locks import root_lock
+
+        with root_lock(self, "landing"):
+            name = self._landing_name(name, str(Path(local_file).expanduser().resolve()))
         target = self.landing_path(name)
         if self.is_local:
             tmp = self.landing_path(f".{name}.{uuid.uuid4().hex}.part")
@@ -148,6 +189,18 @@ class StorageRoot:
         else:
             self.fs.put_file(str(local_file), target)
         return next(f for f in self.landed_files() if f.name == name)
+
+    def _landing_name(self, name: str, source: str) -> str:
+        if name.startswith("."):  # the landing zone ignores hidden files (partial uploads): land it visibly
+            name = "_" + name.lstrip(".")
+        sources_path = self.landing_path(LANDING_SOURCES)
+        sources = json.loads(self.fs.cat_file(sources_path)) if self.fs.exists(sources_path) else {}
+        if sources.get(name, source) != source:
+            suffix = next(x for x in LANDING_SUFFIXES if name.endswith(x))
+            name = f"{name[: -len(suffix)]}-{hashlib.blake2b(source.encode(), digest_size=4).hexdigest()}{suffix}"
+        if sources.get(name) != source:
+            self._write_atomically(sources_path, json.dumps({**sources, name: source}, indent=1).encode())
+        return name
 
     # --- parquet ------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -183,4 +236,10 @@ def local_work_dir(root: StorageRoot) -> Path:
         return Path(root.path("work"))
     import hashlib
 
-    return Path("~/.cache/orchrm/work").expanduser() / hashlib.sha1(root.url.encode()).hexdigest()[:12]
+    return cache_dir() / "work" / hashlib.sha1(root.url.encode()).hexdigest()[:12]
+
+
+def cache_dir() -> Path:
+    """This machine's cache for object-store roots (local mirrors of checkpoints, work in progress, the warehouse
+    file): ORCHRM_CACHE, default ~/.cache/orchrm. Everything in it can be rebuilt from the storage root."""
+    return Path(os.environ.get("ORCHRM_CACHE") or "~/.cache/orchrm").expanduser()

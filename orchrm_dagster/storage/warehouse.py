@@ -2,26 +2,50 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
+import uuid
 from pathlib import Path
 
 import duckdb
 from filelock import FileLock
 
 import sql
-from orchrm_dagster.contract import PARTITIONED_TABLES, WAREHOUSE_TABLES
-from orchrm_dagster.storage.root import StorageRoot
+from orchrm_dagster.contract import WAREHOUSE_TABLES
+from orchrm_dagster.storage.frames import table_files
+from orchrm_dagster.storage.root import StorageRoot, cache_dir
 
 _LOCK_WAIT_S = 120.0
 
 
-def tables_to_refresh(asked: tuple[str, ...] | None, existing: set[str]) -> list[str]:
-    asked = asked or tuple(WAREHOUSE_TABLES)
-    return list(asked) + [t for t in WAREHOUSE_TABLES if t not in existing and t not in asked]
+# DuckDB takes '?' in a database file's path for the start of a query string (its WAL path comes out wrong); a root
+# whose path holds one keeps its warehouse file in the machine's cache instead.
+_MISREAD_IN_DB_PATHS = "?#"
 
 
 class WarehouseBusy(RuntimeError):
     pass
+
+
+class NotAReadStatement(ValueError):
+    """`orchrm query` runs one SELECT (or EXPLAIN) and nothing that writes, attaches, installs or sets."""
+
+
+READ_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+
+
+def check_read_only(statement: str) -> None:
+    """Raises NotAReadStatement unless `statement` is exactly one SELECT or EXPLAIN."""
+    try:
+        statements = duckdb.extract_statements(statement)
+    except duckdb.Error as err:
+        raise NotAReadStatement(str(err)) from err
+    if len(statements) != 1:
+        raise NotAReadStatement(f"one statement at a time, got {len(statements)}")
+    kind = statements[0].type
+    if kind not in READ_STATEMENTS:
+        raise NotAReadStatement(f"queries are read-only: only SELECT or EXPLAIN runs; this is a {kind.name} statement")
 
 
 class Warehouse:
@@ -29,10 +53,10 @@ class Warehouse:
         self.root = root
         if path:
             self.path = str(Path(path).expanduser().resolve())
-        elif root.is_local:
+        elif root.is_local and not any(c in root.base for c in _MISREAD_IN_DB_PATHS):
             self.path = root.path("warehouse.duckdb")
-        else:  # DuckDB needs a local file; the views inside it point at the object store
-            self.path = str(Path("~/.cache/orchrm/warehouse.duckdb").expanduser())
+        else:  # DuckDB needs a local file whose path it reads literally; the views in it point at the root
+            self.path = str(cache_dir() / "warehouse" / f"{hashlib.sha1(root.url.encode()).hexdigest()[:12]}.duckdb")
         self.write_lock = FileLock(self.path + ".lock", timeout=_LOCK_WAIT_S)
 
     def _register_filesystem(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -40,14 +64,23 @@ class Warehouse:
             con.register_filesystem(self.root.fs)
 
     def refresh_views(self, tables: tuple[str, ...] | None = None) -> None:
-        """(Re)create the views of `tables` (default all) over the Parquet files that exist now."""
+        """Rebuild every view over the Parquet files that exist now (`tables` names what changed; all views are
+        rebuilt, which costs a file listing each). The views go into a new file that replaces the old one in a
+        rename, so an open reader (a `duckdb -readonly` shell, a long query) never blocks the writer: it keeps
+        reading the file it opened, and the next connection sees the new views."""
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with self.write_lock, duckdb.connect(self.path) as con:
-            self._register_filesystem(con)
-            existing = {name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-            # every view exists from the first write on, so queries never meet a missing table
-            for table in tables_to_refresh(tables, existing):
-                con.execute(self._view_sql(con, table))
+        building = f"{self.path}.{uuid.uuid4().hex}.building"
+        with self.write_lock:
+            try:
+                with duckdb.connect(building) as con:
+                    self._register_filesystem(con)
+                    for table in WAREHOUSE_TABLES:
+                        con.execute(self._view_sql(con, table))
+                os.replace(building, self.path)
+            finally:
+                for leftover in (building, building + ".wal"):
+                    if os.path.exists(leftover):
+                        os.remove(leftover)
 
     def scratch_connection(self, tables: tuple[str, ...], **config) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with the warehouse's views of `tables`, for a step that computes from them
@@ -59,11 +92,11 @@ class Warehouse:
         return con
 
     def _view_sql(self, con: duckdb.DuckDBPyConnection, table: str) -> str:
-        partitioned = table in PARTITIONED_TABLES
-        glob = self.root.table_glob(table, partitioned)
-        has_files = bool(self.root.fs.glob(glob if self.root.is_local else glob.split("://", 1)[1]))
-        if has_files:
-            return sql.load("create_parquet_view", view=sql.identifier(table), glob=sql.literal(glob))
+        """A view over the table's files, listed (never globbed: a root may hold '[' or '*')."""
+        files = [self.root.to_uri(path) for path in table_files(self.root, table)]
+        if files:
+            listed = "[" + ", ".join(sql.literal(f) for f in files) + "]"
+            return sql.load("create_parquet_view", view=sql.identifier(table), files=listed)
         empty = con.from_arrow(WAREHOUSE_TABLES[table].empty_table())
         typed_nulls = ", ".join(
             f"CAST(NULL AS {dtype}) AS {sql.identifier(col)}" for col, dtype in zip(empty.columns, empty.dtypes)
@@ -87,6 +120,17 @@ class Warehouse:
                 if "lock" not in str(err).lower() or time.monotonic() > deadline:
                     raise WarehouseBusy(f"{self.path}: {err}") from err
                 time.sleep(0.2)
+
+    def connect_sandboxed(self) -> duckdb.DuckDBPyConnection:
+        """A read-only connection for statements a person types (`orchrm query`): it reads the storage root's files
+        and nothing else (no other path, no extension install or load), and its settings are locked."""
+        con = self.connect(read_only=True)
+        allowed = [self.root.to_uri(self.root.base) + "/"]
+        con.execute(f"SET allowed_directories = [{', '.join(sql.literal(a) for a in allowed)}]")
+        for setting in ("SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
+                        "SET enable_external_access = false", "SET lock_configuration = true"):
+            con.execute(setting)
+        return con
 
     def query(self, statement: str, params: dict | list | None = None):
         with self.connect() as con:

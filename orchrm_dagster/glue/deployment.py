@@ -1,0 +1,44 @@
+"""Deployment profiles: the same code location on one machine (`local`) or on Kubernetes (`k8s`), switched by
+ORCHRM_DEPLOYMENT, never by a fork of the code.
+
+- local: Dagster's default executor, the SQLite instance under DAGSTER_HOME, local or S3 storage.
+- k8s: every step in its own pod (dagster-k8s `k8s_job_executor`); runs launched by the instance's K8sRunLauncher
+  into Postgres-backed instance storage (deploy/helm/values.yaml). Steps that hold a model on the accelerator ask
+  for a GPU and the GPU node pool; the rest ask for CPU only. Needs the `k8s` extra.
+"""
+
+from __future__ import annotations
+
+import os
+
+PROFILES = ("local", "k8s")
+GPU_NODE_SELECTOR = {"orchrm.ai/pool": "gpu"}
+
+# Pod settings per kind of step, read by dagster-k8s from the `dagster-k8s/config` op tag (ignored locally).
+GPU_STEP = {"dagster-k8s/config": {
+    "container_config": {"resources": {"requests": {"cpu": "4", "memory": "24Gi"},
+                                       "limits": {"nvidia.com/gpu": "1", "memory": "48Gi"}}},
+    "pod_spec_config": {"node_selector": GPU_NODE_SELECTOR,
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+}}
+CPU_STEP = {"dagster-k8s/config": {
+    "container_config": {"resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}},
+}}
+
+
+def profile() -> str:
+    name = os.environ.get("ORCHRM_DEPLOYMENT", "local")
+    if name not in PROFILES:
+        raise ValueError(f"ORCHRM_DEPLOYMENT={name!r}: expected one of {', '.join(PROFILES)}")
+    return name
+
+
+def executor():
+    """The profile's executor (None: Dagster's default, which runs steps in one process per run locally)."""
+    if profile() == "local":
+        return None
+    try:
+        from dagster_k8s import k8s_job_executor
+    except ImportError as err:
+        raise ImportError("ORCHRM_DEPLOYMENT=k8s needs the k8s extra: pip install -e '.[k8s]'") from err
+    return k8s_job_executor

@@ -1,0 +1,111 @@
+"""The Dagster instance on a real PostgreSQL (Debian's server on loopback, `make postgres` installs it): two runs at
+once plus the landing-zone sensor, then the runs, the event log and the warehouse."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from orchrm_dagster.synthetic import generate_runs, write_jsonl
+
+pytestmark = pytest.mark.slow
+
+
+def _pg_bin() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(os.path.realpath(found)).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def postgres():
+    bin_dir = _pg_bin()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server here: `make postgres` installs Debian's")
+    as_user = []
+    folder = Path(tempfile.mkdtemp(prefix="orchrm-pg-"))
+    if os.geteuid() == 0:  # the server refuses to run as root
+        user = pwd.getpwnam("postgres")
+        os.chmod(folder, 0o755)
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+    data = folder / "data"
+    subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "orchrm"],
+                   check=True, capture_output=True)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+    subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"),
+                    "-w", "start"], check=True, capture_output=True)
+    try:
+        subprocess.run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "orchrm", "dagster"],
+                       check=True, capture_output=True)
+        yield port
+    finally:
+        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_two_runs_at_once_and_the_sensor_on_a_postgres_instance(postgres, tmp_path, monkeypatch):
+    import dagster as dg
+
+    home = tmp_path / "dagster_home_pg"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(f"""\
+storage:
+  postgres:
+    postgres_db: {{hostname: 127.0.0.1, port: {postgres}, username: orchrm, password: "", db_name: dagster}}
+concurrency:
+  pools:
+    default_limit: 1
+telemetry:
+  enabled: false
+""")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    files = []
+    for name, seed in (("one.jsonl", 1), ("two.jsonl", 2), ("three.jsonl", 3)):
+        write_jsonl(generate_runs(600, seed=seed), tmp_path / name)
+        files.append(tmp_path / name)
+    command = [sys.executable, "-m", "orchrm_dagster.glue.cli", "ingest"]
+    both = [subprocess.Popen([*command, str(path)], capture_output=True, text=True, env=os.environ.copy())
+            for path in files[:2]]
+    outputs = [process.communicate(timeout=600) for process in both]
+    assert [p.returncode for p in both] == [0, 0], outputs
+
+    from assets.sensors import landing_zone_sensor
+    from orchrm_dagster.definitions import build_definitions
+    from orchrm_dagster.glue.commands import ingest_landed
+
+    defs = build_definitions()
+    root = defs.resources["storage"].storage_root()
+    root.land(files[2])
+    with dg.DagsterInstance.get() as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        context = dg.build_sensor_context(instance=instance, resources={"storage": defs.resources["storage"]})
+        result = landing_zone_sensor(context)
+        assert [r.partition_key for r in result.run_requests] == ["three.jsonl"]  # the other two are ingested
+        [outcome] = ingest_landed(defs, ["three.jsonl"])
+        assert outcome.status == "SUCCESS" and outcome.runs == 600
+        runs = instance.get_runs(dg.RunsFilter(job_name="ingest_run_batch"))
+        assert len(runs) == 3 and {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
+        events = instance.fetch_materializations(dg.AssetKey("runs"), limit=10).records
+        assert {e.partition_key for e in events} == {"one.jsonl", "two.jsonl", "three.jsonl"}
+    counts = defs.resources["storage"].warehouse().query(
+        "select (select count(*) from runs) runs, (select count(*) from labels) labels").to_pylist()
+    assert counts == [{"runs": 1800, "labels": 1800}]
