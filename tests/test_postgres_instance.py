@@ -70,7 +70,8 @@ def test_two_runs_at_once_and_the_sensor_on_a_postgres_instance(postgres, tmp_pa
     (home / "dagster.yaml").write_text(f"""\
 storage:
   postgres:
-    postgres_db: {{hostname: 127.0.0.1, port: {postgres}, username: orchrm, password: "", db_name: dagster}}
+    postgres_db: {{hostname: 127.0.0.1, port: {postgres}, username: orchrm, password: "", db_name: dagster,
+                  scheme: postgresql+psycopg2}}
 concurrency:
   pools:
     default_limit: 1
@@ -78,12 +79,15 @@ telemetry:
   enabled: false
 """)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get():  # creates the schema once, as a deployment's `dagster instance migrate` does
+        pass
     files = []
     for name, seed in (("one.jsonl", 1), ("two.jsonl", 2), ("three.jsonl", 3)):
         write_jsonl(generate_runs(600, seed=seed), tmp_path / name)
         files.append(tmp_path / name)
     command = [sys.executable, "-m", "orchrm_dagster.glue.cli", "ingest"]
-    both = [subprocess.Popen([*command, str(path)], capture_output=True, text=True, env=os.environ.copy())
+    both = [subprocess.Popen([*command, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=os.environ.copy())
             for path in files[:2]]
     outputs = [process.communicate(timeout=600) for process in both]
     assert [p.returncode for p in both] == [0, 0], outputs
