@@ -18,3 +18,6 @@ grpo_rounds = dg.DynamicPartitionsDefinition(name="grpo_rounds")
 # Steps that hold a model on the accelerator (sampling, reward-model training and scoring, GRPO) share this pool; on
 # one machine its limit of 1 (the instance's default) means one model at a time, and never two GRPO rounds.
 GPU_POOL = "gpu"
+
+# Every pool a step names; their limit rows are created before any run claims a slot (glue.instance).
+POOLS = (WAREHOUSE_POOL, GPU_POOL)

@@ -2,6 +2,7 @@ import dagster as dg
 
 from assets.jobs import evaluation_job, grpo_round_job, ingest_run_batch_job, orchestrate_job, retrain_reward_model_job
 from assets.partitions import benchmarks, grpo_rounds, policies, run_batches
+from orchrm_dagster.glue.instance import ensure_pool_limits
 from orchrm_dagster.glue.resources import LoopResource, PolicyRegistry, StorageResource
 from orchrm_dagster.ingest import advance_cursor, new_or_changed, not_yet_ingested, parse_cursor
 from orchrm_dagster.orchestration import benchmarks_available
@@ -19,6 +20,7 @@ def _ingested_fingerprint(instance: dg.DagsterInstance, batch_id: str) -> str | 
 @dg.sensor(job=ingest_run_batch_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
 def landing_zone_sensor(context: dg.SensorEvaluationContext, storage: StorageResource):
     """Registers each new (or replaced) file in <storage>/landing/ as a run_batches partition and ingests it."""
+    ensure_pool_limits(context.instance)  # before the runs it requests race to create them
     seen = parse_cursor(context.cursor)
     fresh = new_or_changed(storage.storage_root().landed_files(), seen)
     if not fresh:

@@ -149,7 +149,9 @@ def real_runs_tokens() -> dict:
         executed_s = time.perf_counter() - started
         ingest_landed(defs, ["mas-gsm8k_smollm2-base.jsonl"])
         materialize_or_fail(defs, 'key:"rm_scores"')
-        config = {"policies": ["smollm2-base"], "ns": [8], "judge": {"draws": 1},
+        # the judges read up to 3,000 characters of each candidate (8 x ~750 tokens: within SmolLM2's context), not
+        # the main job's 600, so their token counts reflect reading whole trajectories
+        config = {"policies": ["smollm2-base"], "ns": [8], "judge": {"draws": 1, "max_candidate_chars": 3000},
                   "methods": ["orchrm_bon", "trajectory_judge", "plan_judge", "collaborative_verifier"]}
         materialize_or_fail(defs, 'key:"evaluation"', {"ops": {"evaluation": {"config": config}}})
         rows = defs.resources["storage"].warehouse().query(

@@ -78,6 +78,36 @@ def test_a_live_runs_slot_is_kept(isolated_env):
     assert free_slots_of_dead_runs(instance) == []
 
 
+def test_every_pool_has_its_limit_row_before_a_run_claims_a_slot(isolated_env):
+    from orchrm_dagster.glue.instance import cli_instance
+
+    limits = {p.name: (p.limit, p.from_default) for p in cli_instance().event_log_storage.get_pool_limits()}
+    assert limits == {"warehouse": (1, True), "gpu": (1, True)}
+
+
+def test_a_pool_row_created_by_another_process_meanwhile_is_not_an_error(isolated_env, monkeypatch):
+    import dagster as dg
+    import sqlalchemy.exc
+
+    from orchrm_dagster.glue.instance import ensure_dagster_home, ensure_pool_limits
+
+    ensure_dagster_home()
+    instance = dg.DagsterInstance.get()
+    storage = instance.event_log_storage
+    create = storage.initialize_concurrency_limit_to_default
+    calls = []
+
+    def lose_the_race(pool):  # as on PostgreSQL: the other process's row lands first and our insert fails
+        calls.append(pool)
+        create(pool)
+        raise sqlalchemy.exc.InternalError("INSERT", {}, Exception("current transaction is aborted"))
+
+    monkeypatch.setattr(storage, "initialize_concurrency_limit_to_default", lose_the_race)
+    ensure_pool_limits(instance, ("warehouse",))
+    assert calls == ["warehouse"]
+    assert [(p.name, p.limit) for p in storage.get_pool_limits()] == [("warehouse", 1)]
+
+
 # ---------------------------------------------------------------- batch names
 
 

@@ -74,3 +74,14 @@ def test_the_next_round_starts_when_its_time_and_the_loop_stops_at_its_rounds_an
     assert isinstance(done, dg.SkipReason) and "2 rounds" in done.skip_message
     spent = evaluate(grpo_loop_sensor, storage=resource, loop=LoopResource(rounds=5, token_budget=3000))
     assert isinstance(spent, dg.SkipReason) and "budget" in spent.skip_message
+
+
+def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
+    from orchrm_dagster.glue import cli
+
+    resource = storage(tmp_path)
+    monkeypatch.setenv("ORCHRM_STORAGE", resource.root)
+    with_rounds(resource, 2)
+    cli._print_grpo_rounds()
+    printed = capsys.readouterr().out
+    assert "wall_seconds" in printed and "heldout_after" in printed and printed.count("orchrm") == 2 and "heldout_acc" in printed

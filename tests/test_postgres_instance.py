@@ -90,7 +90,7 @@ telemetry:
                              env=os.environ.copy())
             for path in files[:2]]
     outputs = [process.communicate(timeout=600) for process in both]
-    assert [p.returncode for p in both] == [0, 0], outputs
+    assert [p.returncode for p in both] == [0, 0], "\n".join(out + err for out, err in outputs)
 
     from assets.sensors import landing_zone_sensor
     from orchrm_dagster.definitions import build_definitions

@@ -1,7 +1,6 @@
 """The same code path against a real S3 protocol server (moto, threaded, on loopback) through s3fs."""
 
 import dagster as dg
-import pytest
 
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.glue.resources import StorageResource

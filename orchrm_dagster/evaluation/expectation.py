@@ -41,12 +41,14 @@ def any_correct_probability(pool_size: np.ndarray, incorrect: np.ndarray, n: int
     return 1.0 - all_wrong
 
 
-def candidate_sets(pool_size: int, n: int, draws: int, max_enumerate: int, seed: int, groups: int) -> np.ndarray:
+def candidate_sets(pool_size: int, n: int, draws: int, max_enumerate: int, seed: int, groups: int,
+                   stream: int = 0) -> np.ndarray:
     """Index sets for `groups` pools of one size: shape (groups, sets, n), each set sorted ascending. Every possible
-    set when there are at most `max_enumerate` (the same for each group), else `draws` seeded random sets per group."""
+    set when there are at most `max_enumerate` (the same for each group), else `draws` random sets per group, seeded
+    by `seed` and `stream` (one stream per slice of problems drawn apart)."""
     if math.comb(pool_size, n) <= max_enumerate:
         every = np.array(list(itertools.combinations(range(pool_size), n)), dtype=np.int32)
         return np.broadcast_to(every, (groups, *every.shape))
-    rng = np.random.default_rng([seed, pool_size, n])
+    rng = np.random.default_rng([seed, pool_size, n, stream])
     keys = rng.random((groups, draws, pool_size))
     return np.sort(np.argpartition(keys, n - 1, axis=2)[:, :, :n], axis=2).astype(np.int32)

@@ -1,6 +1,7 @@
 """Each way of choosing among N candidate runs, as per-problem expectations over the candidate sets.
 
-Every function returns one row per problem: `accuracy` (expected correctness of the run chosen), `verification`
+Every function returns one row per problem (by `GROUP` for the ranked choices, by `pkey` for the set-based ones,
+whose members carry numbers only, so that millions of candidate-set rows stay small): `accuracy` (expected correctness of the run chosen), `verification`
 (tokens spent choosing) and `execution` (orchestrator + sub-agent tokens of the runs the method must execute), each
 the expectation over candidate sets drawn uniformly from the problem's pool.
 """
@@ -15,8 +16,8 @@ from orchrm_dagster.evaluation.pools import GROUP
 from orchrm_dagster.evaluation.settings import EvaluationSettings
 
 RESULT_COLUMNS = (*GROUP, "accuracy", "verification", "execution")
-MEMBER_COLUMNS = ("benchmark", "policy", "problem_id", "run_id", "correct", "answer", "exec_tokens", "verifier_static",
-                  "verifier_tokens")
+MEMBER_COLUMNS = ("correct", "vote", "exec_tokens", "verifier_static", "verifier_tokens")
+SET_RESULT_COLUMNS = ("pkey", "accuracy", "verification", "execution")
 
 
 def single(pool: pl.DataFrame) -> pl.DataFrame:
@@ -50,13 +51,15 @@ def oracle(pool: pl.DataFrame, n: int) -> pl.DataFrame:
                               execution=pl.col("mean_exec") * n)
 
 
-def candidate_set_members(pool: pl.DataFrame, n: int, settings: EvaluationSettings) -> pl.DataFrame:
+def candidate_set_members(pool: pl.DataFrame, n: int, settings: EvaluationSettings, stream: int = 0) -> pl.DataFrame:
     """The candidate sets of every problem with at least N runs: one row per (problem, set, slot) with the run in
-    that slot. Every possible set when there are at most `max_enumerate`, else `draws` seeded sets."""
+    that slot and what the set-based choices read: `vote` numbers the pool's answers (equal answers, equal
+    numbers; null without an answer). Every possible set when there are at most `max_enumerate`, else `draws`
+    seeded sets."""
     sizes = pool.filter(pl.col("m") >= n).group_by("pkey").agg(pl.col("m").first()).sort("pkey")
     frames = []
     for (m,), group in sizes.group_by("m", maintain_order=True):
-        sets = candidate_sets(m, n, settings.draws, settings.max_enumerate, settings.seed, group.height)
+        sets = candidate_sets(m, n, settings.draws, settings.max_enumerate, settings.seed, group.height, stream)
         groups, per_group, _ = sets.shape
         frames.append(pl.DataFrame({
             "pkey": np.repeat(group["pkey"].to_numpy(), per_group * n),
@@ -67,24 +70,25 @@ def candidate_set_members(pool: pl.DataFrame, n: int, settings: EvaluationSettin
     if not frames:
         return pl.DataFrame(schema={"pkey": pl.Int64, "set_id": pl.Int64, "slot": pl.Int64, "idx": pl.Int64})
     members = pl.concat(frames).with_columns(pl.col("set_id").cast(pl.Int64), pl.col("slot").cast(pl.Int64))
-    # only what the choices read: the texts stay in the pool (a judge fetches them for the few sets it sees)
-    wanted = [c for c in MEMBER_COLUMNS if c in pool.columns]
-    return members.join(pool.select("pkey", "idx", *wanted), on=["pkey", "idx"])
+    # numbers only: names and texts stay in the pool (a judge fetches them for the few sets it sees)
+    numbered = pool.with_columns(vote=pl.col("answer").rank("dense").cast(pl.Int64))
+    wanted = [c for c in MEMBER_COLUMNS if c in numbered.columns]
+    return members.join(numbered.select("pkey", "idx", *wanted), on=["pkey", "idx"])
 
 
 def _per_problem(chosen: pl.DataFrame, members: pl.DataFrame, n: int, verification: pl.Expr) -> pl.DataFrame:
     """Mean correctness of the chosen runs over each problem's sets; all N runs are executed."""
-    accuracy = chosen.group_by(GROUP).agg(accuracy=pl.col("correct").cast(pl.Float64).mean())
-    costs = members.group_by(GROUP).agg(
+    accuracy = chosen.group_by("pkey").agg(accuracy=pl.col("correct").cast(pl.Float64).mean())
+    costs = members.group_by("pkey").agg(
         execution=pl.col("exec_tokens").cast(pl.Float64).mean() * n, verification=verification)
-    return accuracy.join(costs, on=list(GROUP))
+    return accuracy.join(costs, on="pkey").select(SET_RESULT_COLUMNS)
 
 
 def majority_vote(members: pl.DataFrame, n: int) -> pl.DataFrame:
     """The most frequent answer of the set (runs without an answer do not vote); ties go to the answer seen first
     (lowest run_id), and the chosen run is the first that gives it. A set without any answer takes its first run."""
-    votes = (members.filter(pl.col("answer").is_not_null())
-             .group_by("pkey", "set_id", "answer").agg(votes=pl.len(), slot=pl.col("slot").min())
+    votes = (members.filter(pl.col("vote").is_not_null())
+             .group_by("pkey", "set_id", "vote").agg(votes=pl.len(), slot=pl.col("slot").min())
              .sort(["pkey", "set_id", "votes", "slot"], descending=[False, False, True, False])
              .unique(subset=["pkey", "set_id"], keep="first", maintain_order=True)
              .select("pkey", "set_id", "slot"))
@@ -97,8 +101,8 @@ def majority_vote(members: pl.DataFrame, n: int) -> pl.DataFrame:
 def collaborative_verifier(members: pl.DataFrame, n: int, agreement_weight: float) -> pl.DataFrame:
     """The highest fused panel score: each run's static partial scores (`verifier_static`, weighted) plus the
     weighted share of the set's other runs that agree with its answer; ties go to the lower run_id."""
-    counts = members.filter(pl.col("answer").is_not_null()).group_by("pkey", "set_id", "answer").agg(same=pl.len())
-    scored = members.join(counts, on=["pkey", "set_id", "answer"], how="left").with_columns(
+    counts = members.filter(pl.col("vote").is_not_null()).group_by("pkey", "set_id", "vote").agg(same=pl.len())
+    scored = members.join(counts, on=["pkey", "set_id", "vote"], how="left").with_columns(
         total=pl.col("verifier_static")
         + agreement_weight * ((pl.col("same").fill_null(1) - 1) / max(n - 1, 1)).cast(pl.Float64))
     chosen = (scored.sort(["pkey", "set_id", "total", "slot"], descending=[False, False, True, False])
@@ -110,12 +114,11 @@ def collaborative_verifier(members: pl.DataFrame, n: int, agreement_weight: floa
 def judged(members: pl.DataFrame, verdicts: pl.DataFrame, n: int, execute_all: bool) -> pl.DataFrame:
     """The candidate an LLM judge named, over the judged sets (`verdicts`: pkey, set_id, slot, tokens)."""
     chosen = members.join(verdicts.select("pkey", "set_id", "slot"), on=["pkey", "set_id", "slot"])
-    accuracy = chosen.group_by(GROUP).agg(
+    accuracy = chosen.group_by("pkey").agg(
         accuracy=pl.col("correct").cast(pl.Float64).mean(),
         chosen_exec=pl.col("exec_tokens").cast(pl.Float64).mean())
     tokens = verdicts.group_by("pkey").agg(verification=pl.col("tokens").cast(pl.Float64).mean())
-    keys = members.select(*GROUP, "pkey").unique()
-    every = members.group_by(GROUP).agg(all_exec=pl.col("exec_tokens").cast(pl.Float64).mean() * n)
-    result = accuracy.join(keys, on=list(GROUP)).join(tokens, on="pkey").join(every, on=list(GROUP))
-    return result.select(*GROUP, "accuracy", "verification",
+    every = members.group_by("pkey").agg(all_exec=pl.col("exec_tokens").cast(pl.Float64).mean() * n)
+    result = accuracy.join(tokens, on="pkey").join(every, on="pkey")
+    return result.select("pkey", "accuracy", "verification",
                          execution=pl.col("all_exec") if execute_all else pl.col("chosen_exec"))

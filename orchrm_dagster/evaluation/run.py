@@ -20,13 +20,14 @@ from orchrm_dagster.evaluation import methods
 from orchrm_dagster.evaluation.judges import JudgeCall, Verdict, run_judges
 from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
 from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, run_texts, trajectories
-from orchrm_dagster.evaluation.settings import EXECUTE_ALL, JUDGES, EvaluationSettings
+from orchrm_dagster.evaluation.settings import EXECUTE_ALL, EvaluationSettings
 from orchrm_dagster.evaluation.verifier import STATIC_EVALUATORS, MiniLMEmbedder, agreement_score, static_scores
 from orchrm_dagster.llm import LLMBackend
 from orchrm_dagster.rm import backbone_path, current_champion, pair_problems
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 NORMAL_LIMIT = 5000  # above this many problems the bootstrap's normal limit gives the interval
+SET_ROWS = 4_000_000  # candidate-set rows held at once (about 300 MB)
 
 
 @dataclass
@@ -143,31 +144,21 @@ def _per_problem_results(root, pool: pl.DataFrame, settings: EvaluationSettings,
     results = []
     chosen = settings.methods
     baseline = methods.single(pool)
+    keys = pool.select("pkey", *GROUP).unique()  # names the set-based methods' per-pkey rows
     for n in sorted(set(settings.ns)):
         if n == 1:  # one candidate: every method takes it, and there is nothing to verify
             results += [_tag(baseline, method, 1) for method in chosen]
             continue
-        members = None
         for method in chosen:
-            if method == "single":
-                continue
-            if method == "orchrm_bon":
-                frame = methods.ranked_choice(pool, "score", n, "rm_tokens")
-            elif method == "logprob":
-                frame = methods.ranked_choice(pool, "logprob", n, None)
-            elif method == "oracle":
-                frame = methods.oracle(pool, n)
-            else:
-                members = members if members is not None else methods.candidate_set_members(pool, n, settings)
-                if method == "majority_vote":
-                    frame = methods.majority_vote(members, n)
-                elif method == "collaborative_verifier":
-                    frame = methods.collaborative_verifier(members, n, settings.verifier.weights.agreement)
-                else:
-                    frame = _judge(root, members, method, n, settings, judge_backend, outcome)
-                    if frame is None:
-                        continue
-            results.append(_tag(frame, method, n))
+            if method in RANKED:
+                results.append(_tag(RANKED[method](pool, n), method, n))
+        set_based = [method for method in chosen if method not in RANKED and method != "single"]
+        for part in _slices(pool, n, settings) if set_based else ():
+            members = methods.candidate_set_members(part, n, settings, stream=part["pkey"][0])
+            for method in set_based:
+                frame = _set_choice(root, part, members, method, n, settings, judge_backend, outcome)
+                if frame is not None:
+                    results.append(_tag(frame.join(keys, on="pkey"), method, n))
     if not results:
         return pl.DataFrame(schema={**dict.fromkeys(GROUP, pl.String), "accuracy": pl.Float64,
                                     "verification": pl.Float64, "execution": pl.Float64, "method": pl.String,
@@ -175,17 +166,47 @@ def _per_problem_results(root, pool: pl.DataFrame, settings: EvaluationSettings,
     return pl.concat(results, how="vertical_relaxed")
 
 
+RANKED = {
+    "orchrm_bon": lambda pool, n: methods.ranked_choice(pool, "score", n, "rm_tokens"),
+    "logprob": lambda pool, n: methods.ranked_choice(pool, "logprob", n, None),
+    "oracle": methods.oracle,
+}
+
+
+def _slices(pool: pl.DataFrame, n: int, settings: EvaluationSettings):
+    """The problems with at least N runs, in slices whose candidate-set rows stay near SET_ROWS: memory stays flat
+    however many problems are evaluated."""
+    eligible = pool.filter(pl.col("m") >= n)
+    if not eligible.height:
+        return
+    problems = max(1, SET_ROWS // (n * max(settings.max_enumerate, settings.draws)))
+    for start in range(0, eligible["pkey"].max() + 1, problems):
+        part = eligible.filter(pl.col("pkey").is_between(start, start + problems - 1))
+        if part.height:
+            yield part
+
+
+def _set_choice(root, pool, members, method: str, n: int, settings: EvaluationSettings, judge_backend,
+                outcome: EvaluationOutcome) -> pl.DataFrame | None:
+    if method == "majority_vote":
+        return methods.majority_vote(members, n)
+    if method == "collaborative_verifier":
+        return methods.collaborative_verifier(members, n, settings.verifier.weights.agreement)
+    return _judge(root, pool, members, method, n, settings, judge_backend, outcome)
+
+
 def _tag(frame: pl.DataFrame, method: str, n: int) -> pl.DataFrame:
     return frame.select(*methods.RESULT_COLUMNS).with_columns(method=pl.lit(method), n=pl.lit(n, dtype=pl.Int64))
 
 
-def _judge(root, members: pl.DataFrame, method: str, n: int, settings: EvaluationSettings,
+def _judge(root, pool: pl.DataFrame, members: pl.DataFrame, method: str, n: int, settings: EvaluationSettings,
            backend, outcome: EvaluationOutcome) -> pl.DataFrame | None:
     if backend is None:
         if not any(method in note for note in outcome.notes):
             outcome.notes.append(f"{method}: no judge backend given, not evaluated")
         return None
-    judged = members.filter(pl.col("set_id") < settings.judge.draws).sort("pkey", "set_id", "slot")
+    judged = (members.filter(pl.col("set_id") < settings.judge.draws).sort("pkey", "set_id", "slot")
+              .join(pool.select("pkey", "idx", "problem_id", "run_id"), on=["pkey", "idx"], maintain_order="left"))
     judged = judged.join(run_texts(root, judged["run_id"].unique().to_list()), on="run_id", maintain_order="left")
     sets = judged.group_by("pkey", "set_id", maintain_order=True).agg(
         pl.col("problem_id").first(), pl.col("question").first(), pl.col("run_id"), pl.col("plan"),

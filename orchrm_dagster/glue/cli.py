@@ -260,15 +260,20 @@ def loop_command(rounds, reward_mode, steps, group_size, token_budget, retrain_m
                                          on_step=lambda text: progress.update(task, description=text),
                                          on_round=lambda _: progress.advance(task)))
         progress.update(task, completed=len(done), description=f"{len(done)} rounds done")
-    rows = _storage().warehouse().query(
-        "select round, reward_mode, rm_version, steps, round(mean_reward, 3) reward, round(kl, 4) kl, "
-        "generation_tokens, reward_tokens, rollout_tokens, round(heldout_reward_before, 3) heldout_before, "
-        "round(heldout_reward_after, 3) heldout_after, round(heldout_accuracy, 3) heldout_accuracy, "
-        "round(seconds) seconds from grpo_rounds order by round").to_pylist()
-    _print_rows(list(rows[0]) if rows else ["round"], [list(r.values()) for r in rows])
+    _print_grpo_rounds()
     for item in done:
         console.print(f"round {item.round}: reward model {'retrained' if item.retrained else 'kept'}, "
                       f"champion v{item.champion}")
+
+
+def _print_grpo_rounds() -> None:
+    rows = _storage().warehouse().query(
+        "select round, reward_mode AS mode, rm_version AS rm, steps, round(mean_reward, 3) reward, "
+        "round(kl, 4) kl, generation_tokens AS gen_tokens, reward_tokens AS rm_tokens, "
+        "round(heldout_reward_before, 3) heldout_before, round(heldout_reward_after, 3) heldout_after, "
+        "round(heldout_accuracy, 3) heldout_acc, round(seconds) AS wall_seconds "
+        "from grpo_rounds order by round").to_pylist()
+    _print_rows(list(rows[0]) if rows else ["round"], [list(r.values()) for r in rows])
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -348,7 +353,9 @@ def _progress() -> Progress:
 
 
 def _print_rows(columns, rows) -> None:
-    table = Table(*columns)
+    table = Table()
+    for name in columns:  # headers are never cut: a cell may fold, a column name may not
+        table.add_column(str(name), min_width=len(str(name)))
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     console.print(table)

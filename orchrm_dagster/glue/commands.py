@@ -82,8 +82,15 @@ def materialization_metadata(result, asset_key: str) -> dict:
 def failure_messages(result) -> list[str]:
     """What went wrong in a failed in-process run, one line per failed step: the underlying error (Dagster wraps
     it in "Error occurred while executing op ...", which says nothing a person can act on)."""
-    return [f"{event.step_key}: {root_cause(event.event_specific_data.error)}"
-            for event in result.all_events if event.is_step_failure]
+    steps = [f"{event.step_key}: {root_cause(event.event_specific_data.error)}"
+             for event in result.all_events if event.is_step_failure]
+    return steps or [_run_failure(event) for event in result.all_events if event.is_run_failure]
+
+
+def _run_failure(event) -> str:
+    """A run that failed outside any step (its setup, say) says why in the run-failure event."""
+    error = getattr(event.event_specific_data, "error", None)
+    return root_cause(error) if error is not None else event.message or "the run failed"
 
 
 def root_cause(error) -> str:
@@ -96,7 +103,10 @@ def root_cause(error) -> str:
 
 def _outcome(storage, batch_id: str, result) -> BatchOutcome:
     status = "SUCCESS" if result.success else "FAILURE: " + "; ".join(failure_messages(result))
-    rows = [r for r in storage.warehouse().query(sql.load("batch_status")).to_pylist() if r["batch_id"] == batch_id]
+    warehouse = storage.warehouse()
+    # A batch whose run failed before any view was written (the first batch, say) has no warehouse to count from.
+    statuses = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
+    rows = [r for r in statuses if r["batch_id"] == batch_id]
     counts = rows[0] if rows else {}
     return BatchOutcome(batch_id, status, result.run_id, counts.get("runs", 0), counts.get("quarantined", 0),
                         counts.get("labeled", 0), counts.get("correct", 0))

@@ -6,10 +6,14 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import time
 from pathlib import Path
 
 import dagster as dg
 import psutil
+import sqlalchemy.exc
+
+from assets.partitions import POOLS
 
 from orchrm_dagster.storage import cache_dir, default_storage_url
 
@@ -52,12 +56,33 @@ def cli_instance() -> dg.DagsterInstance:
     ensure_dagster_home()
     instance = dg.DagsterInstance.get()
     free_slots_of_dead_runs(instance)
+    ensure_pool_limits(instance)
     return instance
 
 
 def process_tags() -> dict[str, str]:
     """Tags of a run executed in this process, so a later process can tell whether its owner is still alive."""
     return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+
+
+def ensure_pool_limits(instance: dg.DagsterInstance, pools: tuple[str, ...] = POOLS, attempts: int = 5) -> None:
+    """Creates each pool's limit row (the instance's default limit) before any run claims a slot. Dagster creates it
+    on a step's first claim, and on PostgreSQL two runs doing that at once fail one of them with
+    InFailedSqlTransaction (dagster-io/dagster#33552, open). Here a lost race is caught and the rows looked up again."""
+    storage = instance.event_log_storage
+    default = instance.global_op_concurrency_default_limit
+    if not storage.supports_global_concurrency_limits or default is None:
+        return
+    for _ in range(attempts):
+        limits = {pool.name: pool for pool in storage.get_pool_limits()}
+        stale = [p for p in pools if p not in limits or (limits[p].from_default and limits[p].limit != default)]
+        if not stale:
+            return
+        for pool in stale:
+            try:
+                storage.initialize_concurrency_limit_to_default(pool)
+            except sqlalchemy.exc.DBAPIError:  # another process created the row meanwhile
+                time.sleep(0.05)
 
 
 def free_slots_of_dead_runs(instance: dg.DagsterInstance) -> list[str]:

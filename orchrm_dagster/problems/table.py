@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchrm_dagster.contract import PROBLEMS
 from orchrm_dagster.engine_config import Field, engine_config

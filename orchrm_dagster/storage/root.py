@@ -8,7 +8,6 @@ import json
 import os
 import re
 import time
-import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass

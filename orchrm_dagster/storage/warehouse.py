@@ -103,9 +103,12 @@ class Warehouse:
         )
         return sql.load("create_empty_view", view=sql.identifier(table), typed_nulls=typed_nulls)
 
+    def exists(self) -> bool:
+        return Path(self.path).exists()
+
     def connect(self, read_only: bool = True, wait_s: float = 30.0) -> duckdb.DuckDBPyConnection:
         """A connection; read-only ones wait for a running writer to finish instead of failing."""
-        if not Path(self.path).exists():
+        if not self.exists():
             raise FileNotFoundError(
                 f"no warehouse at {self.path} yet: ingest a batch first (orchrm ingest FILE) "
                 f"or materialize any asset"

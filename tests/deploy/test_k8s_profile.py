@@ -4,7 +4,6 @@ Helm values against the keys the official chart documents."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path

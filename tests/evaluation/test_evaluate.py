@@ -146,3 +146,17 @@ def test_judges_without_a_backend_are_skipped_with_a_note(evaluated_root):
     assert {r["method"] for r in outcome.rows} == {"single", "plan_judge"}  # N=1 rows need no judge
     assert {r["n"] for r in outcome.rows if r["method"] == "plan_judge"} == {1}
     assert any("plan_judge" in note for note in outcome.notes)
+
+
+def test_evaluating_in_slices_of_problems_gives_the_same_table(evaluated_root, monkeypatch):
+    from orchrm_dagster.evaluation import run
+
+    root, _, _ = evaluated_root
+    settings = EvaluationSettings(methods=("majority_vote", "collaborative_verifier"), ns=(2, 4),
+                                  verifier=NO_SIMILARITY, max_enumerate=100)
+    whole = evaluate(root, settings, now=datetime(2026, 11, 1, tzinfo=timezone.utc)).rows
+    monkeypatch.setattr(run, "SET_ROWS", 2 * 4 * 100)  # one or two problems per slice
+    sliced = evaluate(root, settings, now=datetime(2026, 11, 2, tzinfo=timezone.utc)).rows
+    accuracy = [(r["method"], r["n"], r["accuracy"], r["execution_tokens"], r["n_problems"]) for r in whole]
+    assert accuracy == [(r["method"], r["n"], r["accuracy"], r["execution_tokens"], r["n_problems"]) for r in sliced]
+    assert all(r["n_problems"] == 9 for r in sliced)
