@@ -2,7 +2,11 @@
 rollout) vs `trajectory` rewards (each plan executed with sub-agents and its answer checked), on the same problems and
 settings; and generation tokens/s of the GRPO trainer vs the MAS runner's sampling on the same model.
 
-    .venv/bin/python bench/grpo.py [--steps 2] [--group-size 8]
+    .venv/bin/python bench/grpo.py [--steps 2] [--group-size 8] [--execution round|asset]
+
+`--execution round` (default) executes trajectory rewards with the round's small sub-agent budgets (96 tokens a
+call, 3 self-consistency samples, 1 debate round: what a CPU round uses); `--execution asset` with the
+`execution_artifacts` defaults (192 tokens, 5 samples, 2 rounds), closer to what a real rollout spends.
 
 Both rounds start from the embedded SmolLM2-135M (the few-shot policy), against a MiniLM reward model trained on a
 generated history, on 2 CPU cores. Held-out measurement is part of each round's wall time; the token columns count
@@ -25,6 +29,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--execution", choices=["round", "asset"], default="round",
+                        help="sub-agent budgets of trajectory rewards: the round's small ones or the asset's defaults")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="orchrm-grpo-bench-") as tmp:
         os.environ["ORCHRM_STORAGE"] = str(Path(tmp, "storage"))
@@ -34,6 +40,7 @@ def main() -> None:
         from orchrm_dagster.glue.main_job import materialize_or_fail
         from orchrm_dagster.grpo import GRPOSettings, run_round
         from orchrm_dagster.llm import BackendSpec
+        from orchrm_dagster.orchestration import ExecutionSettings
         from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
         defs = build_definitions()
@@ -50,13 +57,15 @@ def main() -> None:
         for number, mode in enumerate(("orchrm", "trajectory"), start=1):
             settings = GRPOSettings(reward_mode=mode, start="scratch", scratch_policy="smollm2-fewshot",
                                     steps=args.steps, group_size=args.group_size, train_problems=args.steps,
-                                    heldout_execute=False)
+                                    heldout_execute=False,
+                                    **({"execution": ExecutionSettings()} if args.execution == "asset" else {}))
             started = time.perf_counter()
             outcome = run_round(root, number, settings, registry, BackendSpec())
             rows[mode] = {**outcome.row, "wall": time.perf_counter() - started,
                           "train_s": sum(e.get("step_time", 0.0) for e in outcome.log_history),
                           "generation_s": outcome.generation_seconds}
-        print(f"{args.steps} steps x {args.group_size} plans per round, same problems and seed:")
+        print(f"{args.steps} steps x {args.group_size} plans per round, same problems and seed; "
+              f"trajectory sub-agents: {args.execution} budgets:")
         print(f"{'reward':11s} {'wall s':>8s} {'GRPO steps s':>13s} {'generation':>11s} {'reward tok':>11s} "
               f"{'rollout tok':>12s} {'total tok':>10s}")
         for mode, row in rows.items():

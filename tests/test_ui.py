@@ -77,26 +77,58 @@ def no_welcome_dialog(page, heading: str) -> None:
     expect(page.get_by_role("button", name="Skip")).to_have_count(0)
 
 
-def test_the_ui_shows_the_asset_graph_and_catalog(dagster_ui, tmp_path):
+@pytest.fixture()
+def page():
     from playwright.sync_api import sync_playwright
 
     assert shutil.which(CHROMIUM), f"{CHROMIUM} not found: run `make browser` (Debian's chromium package)"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(f"{dagster_ui}/asset-groups", wait_until="domcontentloaded")
-            no_welcome_dialog(page, "Global asset lineage")
-            for group in GROUPS:  # the lineage graph draws each asset group as a node
-                expect(page.get_by_text(group, exact=True).last).to_be_visible(timeout=60_000)
-            page.screenshot(path=str(tmp_path / "asset_graph.png"))
-
-            page.goto(f"{dagster_ui}/assets", wait_until="domcontentloaded")  # a full load: still no dialog
-            no_welcome_dialog(page, "problems")
-            expect(page).to_have_url(re.compile(r"/assets"))
-            for asset in ASSETS:  # the catalog lists every asset of the code location with its description
-                expect(page.get_by_text(asset, exact=True).first).to_be_visible(timeout=60_000)
-            expect(page.get_by_text("Deduplicated win-lose plan pairs").first).to_be_visible()
-            page.screenshot(path=str(tmp_path / "asset_catalog.png"))
+            yield browser.new_page(viewport={"width": 1600, "height": 1000})
         finally:
             browser.close()
+
+
+def test_the_ui_shows_the_asset_graph_and_catalog(dagster_ui, page, tmp_path):
+    page.goto(f"{dagster_ui}/asset-groups", wait_until="domcontentloaded")
+    no_welcome_dialog(page, "Global asset lineage")
+    for group in GROUPS:  # the lineage graph draws each asset group as a node
+        expect(page.get_by_text(group, exact=True).last).to_be_visible(timeout=60_000)
+    page.screenshot(path=str(tmp_path / "asset_graph.png"))
+
+    page.goto(f"{dagster_ui}/assets", wait_until="domcontentloaded")  # a full load: still no dialog
+    no_welcome_dialog(page, "problems")
+    expect(page).to_have_url(re.compile(r"/assets"))
+    for asset in ASSETS:  # the catalog lists every asset of the code location with its description
+        expect(page.get_by_text(asset, exact=True).first).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Deduplicated win-lose plan pairs").first).to_be_visible()
+    page.screenshot(path=str(tmp_path / "asset_catalog.png"))
+
+
+def test_an_asset_materializes_from_the_ui(dagster_ui, page, tmp_path):
+    """The Materialize button launches a run through the daemon's queue; it succeeds and the UI says so."""
+    import dagster as dg
+
+    page.goto(f"{dagster_ui}/assets/problems", wait_until="domcontentloaded")
+    no_welcome_dialog(page, "problems")
+    materialize = page.locator("button", has_text=re.compile(r"^\s*Materialize\s*$")).first  # beside an icon
+    materialize.click(timeout=120_000)
+    with dg.DagsterInstance.get() as instance:
+        runs = _finished_runs(instance, timeout_s=300)
+    assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS], [r.run_id for r in runs]
+    page.goto(f"{dagster_ui}/runs/{runs[0].run_id}", wait_until="domcontentloaded")
+    expect(page.get_by_text("Success").first).to_be_visible(timeout=60_000)
+    page.screenshot(path=str(tmp_path / "run.png"))
+    tables = list((tmp_path / "storage" / "tables" / "problems").rglob("*.parquet"))
+    assert tables, "the run wrote no problems table"
+
+
+def _finished_runs(instance, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        runs = instance.get_runs()
+        if runs and all(r.is_finished for r in runs):
+            return runs
+        time.sleep(2)
+    raise AssertionError(f"no run finished within {timeout_s} s: {[(r.run_id, r.status) for r in instance.get_runs()]}")

@@ -52,7 +52,7 @@ def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
         max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
         beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
         max_steps=settings.steps, seed=settings.seed, use_cpu=device == "cpu", bf16=False,
-        gradient_checkpointing=False, logging_steps=1, report_to="none", save_strategy="steps",
+        activation_checkpointing=False, logging_steps=1, report_to="none", save_strategy="steps",
         save_steps=settings.save_steps, save_total_limit=2, disable_tqdm=True, shuffle_dataset=False, **vllm)
 
 
