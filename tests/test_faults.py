@@ -108,6 +108,16 @@ def test_a_pool_row_created_by_another_process_meanwhile_is_not_an_error(isolate
     assert [(p.name, p.limit) for p in storage.get_pool_limits()] == [("warehouse", 1)]
 
 
+def test_commands_started_together_on_a_fresh_instance_all_get_it(tmp_path):
+    env = {**os.environ, "ORCHRM_STORAGE": str(tmp_path / "storage"), "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    code = "from orchrm_dagster.glue.instance import cli_instance; print(len(cli_instance().get_runs()))"
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outputs = [p.communicate(timeout=300) for p in processes]
+    assert [(p.returncode, out.strip()) for p, (out, _) in zip(processes, outputs)] == [(0, "0")] * 4, \
+        [err.strip().splitlines()[-1:] for _, err in outputs]
+
+
 # ---------------------------------------------------------------- batch names
 
 

@@ -12,12 +12,14 @@ from pathlib import Path
 import dagster as dg
 import psutil
 import sqlalchemy.exc
+from filelock import FileLock
 
 from assets.partitions import POOLS
 
 from orchrm_dagster.storage import cache_dir, default_storage_url
 
 OWNED_MARK = "# Written by orchrm."
+_INSTANCE_LOCK_WAIT_S = 300.0
 _DAGSTER_YAML = f"""\
 {OWNED_MARK} One writer at a time for steps in the 'warehouse' pool, one model at a time in the 'gpu' pool.
 concurrency:
@@ -45,18 +47,29 @@ def default_dagster_home() -> Path:
 def ensure_dagster_home() -> Path:
     home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists() or (config.read_text().startswith(OWNED_MARK) and config.read_text() != _DAGSTER_YAML):
-        config.write_text(_DAGSTER_YAML)
+    with _instance_lock(home):
+        config = home / "dagster.yaml"
+        if not config.exists() or (config.read_text().startswith(OWNED_MARK) and config.read_text() != _DAGSTER_YAML):
+            config.write_text(_DAGSTER_YAML)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
 
+def _instance_lock(home: Path) -> FileLock:
+    return FileLock(str(home / ".orchrm-instance.lock"), timeout=_INSTANCE_LOCK_WAIT_S)
+
+
 def cli_instance() -> dg.DagsterInstance:
-    ensure_dagster_home()
-    instance = dg.DagsterInstance.get()
+    """The shared instance, created once: on a fresh DAGSTER_HOME, commands started together would each create the
+    SQLite storages and race on their schema (alembic's version table gets two heads, 3 of 4 processes fail), so
+    creation and the first touch of each storage happen under a lock beside the instance's files."""
+    home = ensure_dagster_home()
+    with _instance_lock(home):
+        instance = dg.DagsterInstance.get()
+        instance.get_runs(limit=1)
+        instance.all_instigator_state()
+        ensure_pool_limits(instance)
     free_slots_of_dead_runs(instance)
-    ensure_pool_limits(instance)
     return instance
 
 
