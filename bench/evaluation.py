@@ -1,8 +1,9 @@
 """Best-of-N evaluation: (a) the `evaluate` step over 1,000,000 logged runs, every method but the LLM judges, N up to
 8: wall time and peak RSS; (b) real embedded runs (8 problems x 8 plans from SmolLM2): the verification tokens of
-orchrm_bon vs the trajectory judge and the collaborative verifier at N=8, and their ratio.
+orchrm_bon vs the trajectory judge and the collaborative verifier at N=8, and their ratios, on
+verification tokens alone and on verification plus execution tokens (the judge executes all N; OrchRM one).
 
-    .venv/bin/python bench/evaluation.py [--runs 1000000] [--skip-real]
+    .venv/bin/python bench/evaluation.py [--runs 1000000] [--skip-real] [--skip-large] [--real-problems 8]
 
 (a) writes the tables an evaluation reads (runs, labels, rm_scores, and verifier_scores as an earlier evaluation
 leaves them) straight as Parquet, in the contract's schemas: 125,000 problems x 8 runs, correctness decided by a
@@ -125,8 +126,8 @@ def panel_throughput(count: int = 20_000) -> dict:
     return {"rules_per_s": rules, "with_minilm_per_s": with_similarity}
 
 
-def real_runs_tokens() -> dict:
-    """8 GSM8K problems x 8 plans from the embedded SmolLM2, executed; a reward model trained on a generated
+def real_runs_tokens(problems: int = 8) -> dict:
+    """`problems` GSM8K problems x 8 plans from the embedded SmolLM2, executed; a reward model trained on a generated
     history; verification tokens at N=8 of orchrm_bon, the trajectory judge and the collaborative verifier."""
     from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.glue.commands import ingest_files, ingest_landed, orchestrate
@@ -144,7 +145,7 @@ def real_runs_tokens() -> dict:
         materialize_or_fail(defs, 'key:"pairs"')
         materialize_or_fail(defs, 'key:"reward_model"', {"ops": {"reward_model": {"config": {"max_train_pairs": 320}}}})
         started = time.perf_counter()
-        result = orchestrate(defs, "gsm8k", "smollm2-base", {"n_samples": 8, "problem_limit": 8}, MAIN_JOB_EXECUTION)
+        result = orchestrate(defs, "gsm8k", "smollm2-base", {"n_samples": 8, "problem_limit": problems}, MAIN_JOB_EXECUTION)
         assert result.success, "orchestration failed"
         executed_s = time.perf_counter() - started
         ingest_landed(defs, ["mas-gsm8k_smollm2-base.jsonl"])
@@ -168,14 +169,39 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--skip-real", action="store_true", help="skip (b), which runs the embedded model")
+    parser.add_argument("--skip-large", action="store_true", help="skip (a), the 1M-run evaluation")
+    parser.add_argument("--real-problems", type=int, default=8, help="(b): GSM8K problems, 8 plans each")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if not args.skip_large:
+        large_figures(args.runs)
+    if args.skip_real:
+        return
+    real = real_runs_tokens(args.real_problems)
+    by_method = {r["method"]: r for r in real["rows"]}
+    print(f"(b) {args.real_problems} GSM8K problems x 8 plans from SmolLM2-135M, executed in {real['executed_s']:.0f} s; N=8:")
+    for method, row in sorted(by_method.items()):
+        print(f"    {method:24s} accuracy {row['accuracy']:.3f}  verification tokens/problem "
+              f"{row['verification_tokens']:>10,.0f}  execution tokens/problem {row['execution_tokens']:>10,.0f}")
+    bon = by_method["orchrm_bon"]
+    for method in ("trajectory_judge", "collaborative_verifier", "plan_judge"):
+        if method in by_method and bon["verification_tokens"]:
+            row = by_method[method]
+            print(f"    {method} / orchrm_bon: verification tokens {row['verification_tokens'] / bon['verification_tokens']:.1f}x, "
+                  f"verification + execution {_total(row) / _total(bon):.1f}x")
+
+
+def _total(row: dict) -> float:
+    return row["verification_tokens"] + row["execution_tokens"]
+
+
+def large_figures(runs: int) -> None:
     queue = multiprocessing.get_context("spawn").Queue()
-    child = multiprocessing.get_context("spawn").Process(target=large_evaluation, args=(args.runs, queue))
+    child = multiprocessing.get_context("spawn").Process(target=large_evaluation, args=(runs, queue))
     child.start()
     large = queue.get()
     child.join()
-    print(f"(a) {args.runs:,} logged runs, {large['problems']:,} problems x (benchmark, policy), methods "
+    print(f"(a) {runs:,} logged runs, {large['problems']:,} problems x (benchmark, policy), methods "
           f"{', '.join(NON_LLM)}, N in 1, 2, 4, 8:")
     print(f"    evaluate: {large['seconds']:.1f} s wall, {large['cpu']:.1f} s CPU, peak RSS "
           f"{large['peak_rss'] / 2**30:.2f} GiB (tables written in {large['written_s']:.1f} s beforehand); "
@@ -184,18 +210,6 @@ def main() -> None:
     panel = panel_throughput()
     print(f"    verifier panel on fresh runs: {panel['rules_per_s']:,.0f} runs/s rule-based evaluators, "
           f"{panel['with_minilm_per_s']:,.0f} runs/s with MiniLM similarity (one CPU process)")
-    if args.skip_real:
-        return
-    real = real_runs_tokens()
-    by_method = {r["method"]: r for r in real["rows"]}
-    print(f"(b) 8 GSM8K problems x 8 plans from SmolLM2-135M, executed in {real['executed_s']:.0f} s; N=8:")
-    for method, row in sorted(by_method.items()):
-        print(f"    {method:24s} accuracy {row['accuracy']:.3f}  verification tokens/problem "
-              f"{row['verification_tokens']:>10,.0f}  execution tokens/problem {row['execution_tokens']:>10,.0f}")
-    bon = by_method["orchrm_bon"]["verification_tokens"]
-    for method in ("trajectory_judge", "collaborative_verifier", "plan_judge"):
-        if method in by_method and bon:
-            print(f"    {method} / orchrm_bon verification tokens: {by_method[method]['verification_tokens'] / bon:.1f}x")
 
 
 if __name__ == "__main__":
