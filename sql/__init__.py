@@ -29,5 +29,10 @@ def literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def list_literal(values) -> str:
+    """A SQL list of string literals: ['a', 'b']."""
+    return "[" + ", ".join(literal(v) for v in values) + "]"
+
+
 def identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'

@@ -201,15 +201,11 @@ def _quarantine_row(rejection: Rejection, batch_id: str, source_name: str) -> di
     }
 
 
-def _file_list(paths: list[str]) -> str:
-    return "[" + ", ".join(sql.literal(p) for p in paths) + "]"
-
-
 def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:
     files = [root.to_uri(path) for b in root.batch_ids("runs") if b != batch_id for path in root.batch_files("runs", b)]
     if not files:
         return "(SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS batch_id WHERE false)"
-    return f"(SELECT run_id, batch_id FROM read_parquet({_file_list(files)}))"
+    return f"(SELECT run_id, batch_id FROM read_parquet({sql.list_literal(files)}))"
 
 
 def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, settings, report) -> None:
@@ -220,16 +216,16 @@ def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, s
     with duckdb.connect(config=config) as con:
         if not root.is_local:
             con.register_filesystem(root.fs)
-        common = {"staged_runs": _file_list(outputs["runs"])}
+        common = {"staged_runs": sql.list_literal(outputs["runs"])}
         con.execute(sql.load("ingest_classify_lines", existing_runs=_existing_runs_relation(root, batch_id), **common))
         (dropped,) = con.execute("SELECT count(*) FROM line_fate WHERE NOT keep").fetchone()
         if dropped:  # rewrite runs and calls without the duplicates; otherwise the staged parts are final
             final = {name: str(Path(staging, f"final-{name}.parquet")) for name in ("runs", "calls")}
             con.execute(sql.load("ingest_write_runs", out=sql.literal(final["runs"]), **common))
-            con.execute(sql.load("ingest_write_calls", staged_calls=_file_list(outputs["calls"]),
+            con.execute(sql.load("ingest_write_calls", staged_calls=sql.list_literal(outputs["calls"]),
                                  out=sql.literal(final["calls"])))
             outputs["runs"], outputs["calls"] = [final["runs"]], [final["calls"]]
-        con.execute(sql.load("ingest_write_quarantine", staged_quarantine=_file_list([p.quarantine for p in parts]),
+        con.execute(sql.load("ingest_write_quarantine", staged_quarantine=sql.list_literal([p.quarantine for p in parts]),
                              out=sql.literal(outputs["quarantine"][0]), max_raw_chars=str(settings.max_raw_chars),
                              duplicate_in_file=sql.literal(QuarantineKind.DUPLICATE_IN_FILE.value),
                              already_ingested=sql.literal(QuarantineKind.ALREADY_INGESTED.value), **common))

@@ -4,14 +4,14 @@ from orchrm_dagster.storage.duck import bulk_settings, duckdb_settings
 from orchrm_dagster.storage.frames import scan_files, scan_table, table_files
 from orchrm_dagster.storage.locks import LockTimeout, root_lock
 from orchrm_dagster.storage.parquet import ParquetSink
-from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for, cache_dir,
-                                         default_storage_url, safe_name,
-                                         local_work_dir)
+from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for,
+                                         default_storage_url, local_work_dir, root_cache_dir, safe_name)
 from orchrm_dagster.storage.settings import StorageSettings
 from orchrm_dagster.storage.warehouse import NotAReadStatement, Warehouse, WarehouseBusy, check_read_only
 
 __all__ = [
-    "LANDING_SUFFIXES", "LandedFile", "LockTimeout", "NotAReadStatement", "check_read_only", "ParquetSink", "StorageRoot", "StorageSettings", "Warehouse",
-    "WarehouseBusy", "batch_id_for", "cache_dir", "bulk_settings", "default_storage_url", "duckdb_settings", "local_work_dir",
-    "root_lock", "safe_name", "scan_files", "scan_table", "table_files",
+    "LANDING_SUFFIXES", "LandedFile", "LockTimeout", "NotAReadStatement", "ParquetSink", "StorageRoot",
+    "StorageSettings", "Warehouse", "WarehouseBusy", "batch_id_for", "bulk_settings",
+    "check_read_only", "default_storage_url", "duckdb_settings", "local_work_dir", "root_cache_dir", "root_lock",
+    "safe_name", "scan_files", "scan_table", "table_files",
 ]

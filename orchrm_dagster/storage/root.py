@@ -74,8 +74,7 @@ class StorageRoot:
 
     def uri(self, *parts: str) -> str:
         """Address for readers outside fsspec (DuckDB, error messages): protocol included when remote."""
-        path = self.path(*parts)
-        return path if self.is_local else f"{self.protocol}://{path}"
+        return self.to_uri(self.path(*parts))
 
     # --- layout -------------------------------------------------------------------------
     def landing_path(self, name: str = "") -> str:
@@ -92,9 +91,9 @@ class StorageRoot:
         """The Parquet parts of one batch of a partitioned table now (a large batch has several): those of the
         generation its `_CURRENT` names. Paths are listed, never globbed, so a root may hold any character."""
         folder = self.batch_dir(table, batch_id)
-        pointer = f"{folder}/{CURRENT}"
-        if self.fs.exists(pointer):
-            folder = f"{folder}/{self.fs.cat_file(pointer).decode().strip()}"
+        generation = self._current_generation(folder)
+        if generation:
+            folder = f"{folder}/{generation}"
         return sorted(p for p in self._list_names(folder) if p.endswith(".parquet"))
 
     def batch_ids(self, table: str) -> list[str]:
@@ -233,12 +232,15 @@ def local_work_dir(root: StorageRoot) -> Path:
     """A local folder for work in progress (partial outputs to resume from): under the root when it is local."""
     if root.is_local:
         return Path(root.path("work"))
-    import hashlib
-
-    return cache_dir() / "work" / hashlib.sha1(root.url.encode()).hexdigest()[:12]
+    return root_cache_dir(root.url, "work")
 
 
 def cache_dir() -> Path:
     """This machine's cache for object-store roots (local mirrors of checkpoints, work in progress, the warehouse
     file): ORCHRM_CACHE, default ~/.cache/orchrm. Everything in it can be rebuilt from the storage root."""
     return Path(os.environ.get("ORCHRM_CACHE") or "~/.cache/orchrm").expanduser()
+
+
+def root_cache_dir(root_url: str, kind: str) -> Path:
+    """This machine's cache folder of `kind` (work, warehouse, dagster_home) for one storage root."""
+    return cache_dir() / kind / hashlib.sha1(root_url.encode()).hexdigest()[:12]

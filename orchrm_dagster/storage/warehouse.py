@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import uuid
@@ -14,7 +13,7 @@ from filelock import FileLock
 import sql
 from orchrm_dagster.contract import WAREHOUSE_TABLES
 from orchrm_dagster.storage.frames import table_files
-from orchrm_dagster.storage.root import StorageRoot, cache_dir
+from orchrm_dagster.storage.root import StorageRoot, root_cache_dir
 
 _LOCK_WAIT_S = 120.0
 
@@ -56,7 +55,7 @@ class Warehouse:
         elif root.is_local and not any(c in root.base for c in _MISREAD_IN_DB_PATHS):
             self.path = root.path("warehouse.duckdb")
         else:  # DuckDB needs a local file whose path it reads literally; the views in it point at the root
-            self.path = str(cache_dir() / "warehouse" / f"{hashlib.sha1(root.url.encode()).hexdigest()[:12]}.duckdb")
+            self.path = str(root_cache_dir(root.url, "warehouse").with_suffix(".duckdb"))
         self.write_lock = FileLock(self.path + ".lock", timeout=_LOCK_WAIT_S)
 
     def _register_filesystem(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -95,8 +94,7 @@ class Warehouse:
         """A view over the table's files, listed (never globbed: a root may hold '[' or '*')."""
         files = [self.root.to_uri(path) for path in table_files(self.root, table)]
         if files:
-            listed = "[" + ", ".join(sql.literal(f) for f in files) + "]"
-            return sql.load("create_parquet_view", view=sql.identifier(table), files=listed)
+            return sql.load("create_parquet_view", view=sql.identifier(table), files=sql.list_literal(files))
         empty = con.from_arrow(WAREHOUSE_TABLES[table].empty_table())
         typed_nulls = ", ".join(
             f"CAST(NULL AS {dtype}) AS {sql.identifier(col)}" for col, dtype in zip(empty.columns, empty.dtypes)
@@ -128,8 +126,7 @@ class Warehouse:
         """A read-only connection for statements a person types (`orchrm query`): it reads the storage root's files
         and nothing else (no other path, no extension install or load), and its settings are locked."""
         con = self.connect(read_only=True)
-        allowed = [self.root.to_uri(self.root.base) + "/"]
-        con.execute(f"SET allowed_directories = [{', '.join(sql.literal(a) for a in allowed)}]")
+        con.execute(f"SET allowed_directories = {sql.list_literal([self.root.to_uri(self.root.base) + '/'])}")
         for setting in ("SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
                         "SET enable_external_access = false", "SET lock_configuration = true"):
             con.execute(setting)
