@@ -3,8 +3,8 @@ import warnings
 import dagster as dg
 
 import sql
-from assets.configs import PairChecksConfig, QuarantineCheckConfig
-from assets.partitions import run_batches
+from orchrm_dagster.glue.run_configs import PairChecksConfig, QuarantineCheckConfig
+from orchrm_dagster.glue.partitions import run_batches
 from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.pairs import load_rules, mix_within_tolerance
 from orchrm_dagster.reporting import markdown_table
@@ -31,6 +31,20 @@ def every_referenced_run_labeled(context: dg.AssetCheckExecutionContext, storage
     batch_id = context.partition_key
     (unlabeled,) = storage.warehouse().query(sql.load("check_unlabeled_runs"), {"batch_id": batch_id}).to_pylist()[0].values()
     return dg.AssetCheckResult(passed=unlabeled == 0, metadata={"unlabeled_runs": unlabeled})
+
+
+@dg.asset_check(asset="runs", name="batch_ingested", partitions_def=run_batches,
+                description="The landed file of this batch is ingested and labeled as it is now. The loop's sensor "
+                            "reports it failed, with the cause, when the batch's ingest failed, and passed once it "
+                            "is re-ingested; a failed batch holds nothing else.")
+def batch_ingested(context: dg.AssetCheckExecutionContext, storage: StorageResource):
+    from orchrm_dagster.glue.loop import landed_batch_states
+
+    states = [s for s in landed_batch_states(context.instance, storage.storage_root())
+              if s.batch_id == context.partition_key]
+    state = states[0] if states else None
+    return dg.AssetCheckResult(passed=state is not None and state.state == "ingested", metadata={
+        "state": state.state if state else "not in the landing zone", "cause": state.cause if state else ""})
 
 
 @dg.asset_check(asset="quarantine", partitions_def=run_batches,

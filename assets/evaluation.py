@@ -1,11 +1,11 @@
 import dagster as dg
 
-from assets.configs import EvaluationConfig, ScoringConfig
-from assets.partitions import GPU_POOL, WAREHOUSE_POOL, orchestration_partitions
+from orchrm_dagster.glue.run_configs import EvaluationConfig, ScoringConfig
+from orchrm_dagster.glue.partitions import GPU_POOL, WAREHOUSE_POOL, orchestration_partitions
 from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
 from orchrm_dagster.evaluation import evaluate
 from orchrm_dagster.glue.resources import LLMBackendResource, StorageResource
-from orchrm_dagster.orchestration import read_samples, score_samples
+from orchrm_dagster.orchestration import Cell, read_samples, score_samples
 from orchrm_dagster.reporting import markdown_image, markdown_table
 
 
@@ -14,8 +14,10 @@ from orchrm_dagster.reporting import markdown_image, markdown_table
 def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
     """The champion's score of every sampled plan, before any sub-agent runs (what Best-of-N chooses by)."""
     root = storage.storage_root()
-    samples = read_samples(root, context.partition_key)
-    scored = score_samples(root, context.partition_key, samples, config.to_engine())
+    keys = context.partition_key.keys_by_dimension
+    cell = Cell(keys["benchmark"], keys["policy"])
+    samples = read_samples(root, cell)
+    scored = score_samples(root, cell, samples, config.to_engine())
     storage.warehouse().refresh_views(("plan_scores",))
     tokens = [s.tokens for s in scored.scores.values()]
     return dg.MaterializeResult(metadata={

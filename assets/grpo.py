@@ -1,7 +1,7 @@
 import dagster as dg
 
-from assets.configs import GRPORoundConfig
-from assets.partitions import GPU_POOL, grpo_rounds
+from orchrm_dagster.glue.run_configs import GRPORoundConfig
+from orchrm_dagster.glue.partitions import GPU_POOL, grpo_rounds
 from orchrm_dagster.glue.deployment import GPU_STEP
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.grpo import read_table, rounds_png, run_round

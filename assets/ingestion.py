@@ -1,7 +1,7 @@
 import dagster as dg
 
-from assets.configs import IngestConfig
-from assets.partitions import WAREHOUSE_POOL, run_batches
+from orchrm_dagster.glue.run_configs import IngestConfig
+from orchrm_dagster.glue.partitions import WAREHOUSE_POOL, run_batches
 from orchrm_dagster.glue.deployment import CPU_STEP
 from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.ingest import ingest_batch
@@ -25,7 +25,7 @@ def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig,
     """Validate a landed batch line by line: good records land in `runs`, bad ones in `quarantine`."""
     root = storage.storage_root()
     landed = root.find_landed(context.partition_key)
-    report = ingest_batch(root, landed.batch_id, landed.path, config.to_engine())
+    report = ingest_batch(root, landed.batch_id, landed.path, config.to_engine(), source_fingerprint=landed.fingerprint)
     storage.warehouse().refresh_views(("runs", "subagent_calls", "quarantine"))
     context.log.info(
         f"{landed.name}: {report.lines_read} lines, {report.runs_written} runs, {report.quarantined} quarantined "

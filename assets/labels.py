@@ -1,7 +1,7 @@
 import dagster as dg
 
-from assets.configs import LabelConfig
-from assets.partitions import WAREHOUSE_POOL, run_batches
+from orchrm_dagster.glue.run_configs import LabelConfig
+from orchrm_dagster.glue.partitions import WAREHOUSE_POOL, run_batches
 from orchrm_dagster.glue.deployment import CPU_STEP
 from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.labels import label_batch

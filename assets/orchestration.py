@@ -1,17 +1,18 @@
 import dagster as dg
 
-from assets.configs import ExecutionConfig, SamplingConfig
-from assets.partitions import GPU_POOL, orchestration_partitions
+from orchrm_dagster.glue.run_configs import ExecutionConfig, SamplingConfig
+from orchrm_dagster.glue.partitions import GPU_POOL, orchestration_partitions
 from orchrm_dagster.glue.deployment import GPU_STEP
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.llm import build_backend
-from orchrm_dagster.orchestration import execute_and_land, sample_partition
+from orchrm_dagster.orchestration import Cell, execute_and_land, sample_partition
 from orchrm_dagster.reporting import markdown_table
 
 
-def _dimensions(context) -> tuple[str, str]:
+def _cell(context) -> Cell:
+    """The engine's (benchmark, policy) of the asset's multi-partition key."""
     keys = context.partition_key.keys_by_dimension
-    return keys["benchmark"], keys["policy"]
+    return Cell(keys["benchmark"], keys["policy"])
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["problems"], group_name="orchestration",
@@ -19,11 +20,10 @@ def _dimensions(context) -> tuple[str, str]:
 def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingConfig, storage: StorageResource,
                           llm: LLMBackendResource, policy_registry: PolicyRegistry):
     """N orchestration plans per problem from one policy, with each plan's mean token log-probability."""
-    benchmark, policy_name = _dimensions(context)
-    policy = policy_registry.spec(policy_name, storage.storage_root())
+    cell = _cell(context)
+    policy = policy_registry.spec(cell.policy, storage.storage_root())
     backend = build_backend(policy.backend_spec(llm.to_engine()))
-    report = sample_partition(storage.storage_root(), context.partition_key, benchmark, policy, backend,
-                              config.to_engine())
+    report = sample_partition(storage.storage_root(), cell.benchmark, policy, backend, config.to_engine())
     errors = report.error_counts
     return dg.MaterializeResult(metadata={
         "dagster/row_count": len(report.samples),
@@ -43,7 +43,7 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
     """Executes each sampled plan with sub-agents and lands the runs as a contract batch in the landing zone."""
     backend = llm.backend()
     report, landed = execute_and_land(
-        storage.storage_root(), context.partition_key, backend, config.to_engine(),
+        storage.storage_root(), _cell(context), backend, config.to_engine(),
         on_run=lambda r: context.log.debug(f"executed {r['run_id']}: {r['error'] or 'ok'}"))
     minutes = report.seconds / 60
     return dg.MaterializeResult(metadata={

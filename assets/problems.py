@@ -1,7 +1,7 @@
 import dagster as dg
 
-from assets.configs import ProblemsConfig
-from assets.partitions import WAREHOUSE_POOL
+from orchrm_dagster.glue.run_configs import ProblemsConfig
+from orchrm_dagster.glue.partitions import WAREHOUSE_POOL
 from orchrm_dagster.glue.deployment import CPU_STEP
 from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.problems import load_problems, problem_sources

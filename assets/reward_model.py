@@ -1,7 +1,7 @@
 import dagster as dg
 
-from assets.configs import PairsConfig, RewardModelConfig, ScoringConfig
-from assets.partitions import GPU_POOL, WAREHOUSE_POOL
+from orchrm_dagster.glue.run_configs import PairsConfig, RewardModelConfig, ScoringConfig
+from orchrm_dagster.glue.partitions import GPU_POOL, WAREHOUSE_POOL
 from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
 from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.pairs import build_pairs_table
@@ -9,7 +9,7 @@ from orchrm_dagster.reporting import markdown_table
 
 
 @dg.asset(deps=["runs", "labels"], group_name="reward_model", kinds={"duckdb", "parquet", "polars"},
-          pool=WAREHOUSE_POOL, automation_condition=dg.AutomationCondition.eager(), op_tags=CPU_STEP)
+          pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
 def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: StorageResource):
     """Deduplicated win-lose plan pairs (specialized-over-base, correct-over-incorrect), split by problem."""
     outcome = build_pairs_table(storage.storage_root(), storage.warehouse(), config.to_engine())
@@ -62,7 +62,7 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
 
 
 @dg.asset(deps=["reward_model", "runs"], group_name="reward_model", kinds={"pytorch", "parquet"},
-          pool=WAREHOUSE_POOL, automation_condition=dg.AutomationCondition.eager(), op_tags=GPU_STEP)
+          pool=WAREHOUSE_POOL, op_tags=GPU_STEP)
 def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
     """The champion's score of every ingested run (run batches it already scored are kept)."""
     from orchrm_dagster.rm import score_runs

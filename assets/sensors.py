@@ -1,41 +1,80 @@
+"""The loop's sensors. Neither restates a rule: both ask the engine's `decide` (through glue.loop) what happens next
+and request the steps of their part, as run requests built from the generated config classes."""
+
+import json
+
 import dagster as dg
 
-from assets.jobs import evaluation_job, grpo_round_job, ingest_run_batch_job, orchestrate_job, retrain_reward_model_job
-from assets.partitions import benchmarks, grpo_rounds, policies, run_batches
+from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
+from orchrm_dagster.glue.commands import orchestration_partition_requests
 from orchrm_dagster.glue.instance import ensure_pool_limits
+from orchrm_dagster.glue.loop import (BatchState, describe, landed_batch_states, loop_decision, partition_requests,
+                                      step_run)
 from orchrm_dagster.glue.resources import LoopResource, PolicyRegistry, StorageResource
-from orchrm_dagster.ingest import advance_cursor, new_or_changed, not_yet_ingested, parse_cursor
-from orchrm_dagster.orchestration import benchmarks_available
+from orchrm_dagster.loop import LEARNING, ROUNDS, Decision
+
+BATCH_INGESTED_CHECK = "batch_ingested"
 
 
-def _ingested_fingerprint(instance: dg.DagsterInstance, batch_id: str) -> str | None:
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("runs"), asset_partitions=[batch_id]), limit=1).records
-    if not records:
-        return None
-    value = records[0].asset_materialization.metadata.get("source_fingerprint")
-    return value.value if value is not None else None
-
-
-@dg.sensor(job=ingest_run_batch_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def landing_zone_sensor(context: dg.SensorEvaluationContext, storage: StorageResource):
-    """Registers each new (or replaced) file in <storage>/landing/ as a run_batches partition and ingests it."""
-    ensure_pool_limits(context.instance)  # before the runs it requests race to create them
-    seen = parse_cursor(context.cursor)
-    fresh = new_or_changed(storage.storage_root().landed_files(), seen)
-    if not fresh:
-        return dg.SkipReason("no new files in the landing zone")
-    to_ingest = not_yet_ingested(fresh, {f.batch_id: _ingested_fingerprint(context.instance, f.batch_id) for f in fresh})
-    keys = sorted({f.batch_id for f in to_ingest})
+def _requests(decision: Decision, kinds, cursor: str | None = None, asset_events=()) -> dg.SensorResult:
+    steps = [step for step in decision.steps if step.kind in kinds]
+    runs = [step_run(step) for step in steps]
     return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(partition_key=f.batch_id, run_key=f"{f.name}:{f.fingerprint}",
-                          tags={"orchrm/source_file": f.name})
-            for f in to_ingest
-        ],
-        dynamic_partitions_requests=[run_batches.build_add_request(keys)] if keys else [],
-        cursor=advance_cursor(seen, fresh),
-    )
+        run_requests=[run.run_request(step.run_key) for step, run in zip(steps, runs)],
+        dynamic_partitions_requests=partition_requests(runs),
+        skip_reason=None if steps else describe(decision), cursor=cursor, asset_events=list(asset_events))
+
+
+LOOP_SENSOR_INTERVAL_S = 30
+
+
+def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefinition]:
+    """The loop's two sensors, evaluated every `interval_s` seconds (the daemon's floor is 5)."""
+
+    @dg.sensor(jobs=LOOP_JOBS, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.RUNNING)
+    def loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
+        """The learning part of the loop, on from the start: each file that lands in <storage>/landing/ is ingested
+        and labeled; the pairs are rebuilt when the ingested batches changed; the reward model retrains once
+        `retrain_min_new_pairs` new pairs arrived (the champion gate decides); the champion scores every run. A batch
+        whose ingest failed holds nothing and shows as a failed `batch_ingested` check until it is re-ingested."""
+        ensure_pool_limits(context.instance)  # before the runs it requests race to create them
+        root = storage.storage_root()
+        decision = loop_decision(context.instance, root, loop.to_engine())
+        reported = json.loads(context.cursor) if context.cursor else {}
+        events, now = _batch_check_events(landed_batch_states(context.instance, root), reported)
+        return _requests(decision, LEARNING, json.dumps(now, sort_keys=True), events)
+
+    @dg.sensor(jobs=ROUND_JOBS, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.STOPPED)
+    def grpo_loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
+        """The GRPO part of the loop, off until switched on: the last promoted checkpoint (and the base policy) rolls
+        out on its round's training problems, and once its runs are ingested, the pairs rebuilt, the reward model
+        retrained if due and every run scored, the next round starts; it stops at `rounds` rounds or `token_budget`
+        tokens (resource `loop`)."""
+        decision = loop_decision(context.instance, storage.storage_root(), loop.to_engine())
+        if decision.stopped:
+            return dg.SkipReason(decision.stopped)
+        return _requests(decision, ROUNDS)
+
+    return [loop_sensor, grpo_loop_sensor]
+
+
+loop_sensor, grpo_loop_sensor = loop_sensors()
+
+
+def _batch_check_events(states: list[BatchState], reported: dict[str, str]):
+    """A failed `batch_ingested` evaluation for each batch that newly failed, a passed one once such a batch is
+    ingested; `reported` (the sensor's cursor) remembers what was reported, so each change is reported once."""
+    events, now = [], dict(reported)
+    for batch in states:
+        verdict = ("failed" if batch.state.startswith("failed") else
+                   "ingested" if batch.state == "ingested" and batch.batch_id in reported else None)
+        if verdict is None or reported.get(batch.batch_id) == f"{verdict}:{batch.cause}":
+            continue
+        now[batch.batch_id] = f"{verdict}:{batch.cause}"
+        events.append(dg.AssetCheckEvaluation(
+            asset_key=dg.AssetKey("runs"), check_name=BATCH_INGESTED_CHECK, passed=verdict == "ingested",
+            partition=batch.batch_id, metadata={"file": batch.name, "state": batch.state, "cause": batch.cause}))
+    return events, now
 
 
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -46,96 +85,6 @@ def orchestration_partitions_sensor(context: dg.SensorEvaluationContext, storage
     if not requests:
         return dg.SkipReason("every benchmark and policy already has its partition")
     return dg.SensorResult(dynamic_partitions_requests=requests)
-
-
-def orchestration_partition_requests(instance, storage: StorageResource, policy_registry: PolicyRegistry):
-    requests = []
-    for partitions, wanted in ((benchmarks, benchmarks_available(storage.storage_root())),
-                               (policies, policy_registry.names(storage.storage_root()))):
-        existing = set(instance.get_dynamic_partitions(partitions.name))
-        missing = [key for key in wanted if key not in existing]
-        if missing:
-            requests.append(partitions.build_add_request(missing))
-    return requests
-
-
-# ---------------------------------------------------------------- the loop that keeps learning
-
-
-def _warehouse_value(storage: StorageResource, name: str, params: dict | None = None):
-    import sql
-
-    try:
-        return next(iter(storage.warehouse().query(sql.load(name), params).to_pylist()[0].values()))
-    except FileNotFoundError:
-        return None
-
-
-@dg.sensor(job=orchestrate_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
-def checkpoint_rollout_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource,
-                              policy_registry: PolicyRegistry):
-    """Each new policy checkpoint samples and executes plans on its round's training problems, and so does the base
-    policy its plans are preferred over; the runs land, and the landing-zone sensor ingests them."""
-    from orchrm_dagster.grpo import policy_manifest, read_table
-    from orchrm_dagster.orchestration import execution_batch_name
-
-    root = storage.storage_root()
-    requests = []
-    for row in read_table(root, "policy_checkpoints"):
-        manifest = policy_manifest(root, row["round"])
-        if root.exists(root.landing_path(execution_batch_name(f"{manifest['benchmark']}|{row['name']}"))):
-            continue
-        sampling = {"n_samples": loop.rollout_samples, "problem_ids": manifest["train_problems"]}
-        for policy in (row["name"], manifest["scratch_policy"]):
-            key = dg.MultiPartitionKey({"benchmark": manifest["benchmark"], "policy": policy})
-            requests.append(dg.RunRequest(partition_key=key, run_key=f"rollout-{row['name']}-{policy}",
-                                          run_config={"ops": {"orchestration_samples": {"config": sampling}}}))
-    if not requests:
-        return dg.SkipReason("every policy checkpoint has executed its rollout")
-    return dg.SensorResult(run_requests=requests,
-                           dynamic_partitions_requests=orchestration_partition_requests(context.instance, storage,
-                                                                                        policy_registry))
-
-
-@dg.sensor(job=retrain_reward_model_job, minimum_interval_seconds=120, default_status=dg.DefaultSensorStatus.RUNNING)
-def reward_model_retrain_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
-    """The reward model retrains once `retrain_min_new_pairs` pairs arrived since the champion trained (the champion
-    gate then decides), and every run is scored again."""
-    from orchrm_dagster.rm import pairs_since_champion
-
-    pairs = _warehouse_value(storage, "pairs_total")
-    if not pairs:
-        return dg.SkipReason("no pairs yet")
-    new = pairs_since_champion(storage.storage_root(), pairs)
-    if new is not None and new < loop.retrain_min_new_pairs:
-        return dg.SkipReason(f"{new} new pairs since the champion trained (retrains at {loop.retrain_min_new_pairs})")
-    return dg.RunRequest(run_key=f"retrain-at-{pairs}-pairs")
-
-
-@dg.sensor(job=grpo_round_job, minimum_interval_seconds=120, default_status=dg.DefaultSensorStatus.STOPPED)
-def grpo_loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
-    """Starts the next GRPO round once the last round's checkpoint has executed and been ingested and no retraining
-    of the reward model is pending; stops at `rounds` rounds or `token_budget` tokens. Off until switched on."""
-    from orchrm_dagster.glue.loop import next_round, tokens_spent
-    from orchrm_dagster.grpo import policy_name, read_table
-    from orchrm_dagster.rm import pairs_since_champion
-
-    root = storage.storage_root()
-    rows = read_table(root, "grpo_rounds")
-    if len(rows) >= loop.rounds:
-        return dg.SkipReason(f"the loop has run its {loop.rounds} rounds")
-    if loop.token_budget is not None and tokens_spent(rows) >= loop.token_budget:
-        return dg.SkipReason("the loop has spent its token budget")
-    if rows and not _warehouse_value(storage, "runs_of_policy", {"policy": policy_name(rows[-1]["round"])}):
-        return dg.SkipReason(f"waiting for round {rows[-1]['round']}'s checkpoint runs to be ingested")
-    new = pairs_since_champion(root, _warehouse_value(storage, "pairs_total") or 0)
-    if new is None:
-        return dg.SkipReason("no champion reward model yet")
-    if rows and new >= loop.retrain_min_new_pairs:
-        return dg.SkipReason("waiting for the reward model to retrain on the new pairs")
-    number = next_round(rows)
-    return dg.SensorResult(run_requests=[dg.RunRequest(partition_key=str(number), run_key=f"grpo-round-{number}")],
-                           dynamic_partitions_requests=[grpo_rounds.build_add_request([str(number)])])
 
 
 nightly_evaluation = dg.ScheduleDefinition(

@@ -145,7 +145,10 @@ def real_runs_tokens(problems: int = 8) -> dict:
         materialize_or_fail(defs, 'key:"pairs"')
         materialize_or_fail(defs, 'key:"reward_model"', {"ops": {"reward_model": {"config": {"max_train_pairs": 320}}}})
         started = time.perf_counter()
-        result = orchestrate(defs, "gsm8k", "smollm2-base", {"n_samples": 8, "problem_limit": problems}, MAIN_JOB_EXECUTION)
+        from orchrm_dagster.orchestration import PlanSamplingSettings
+
+        result = orchestrate(defs, "gsm8k", "smollm2-base", PlanSamplingSettings(n_samples=8, problem_limit=problems),
+                             MAIN_JOB_EXECUTION)
         assert result.success, "orchestration failed"
         executed_s = time.perf_counter() - started
         ingest_landed(defs, ["mas-gsm8k_smollm2-base.jsonl"])

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.checks import (
+    batch_ingested,
     champion_beats_chance,
     evaluation_held_out,
     every_referenced_run_labeled,
@@ -15,13 +16,12 @@ from assets.checks import (
 from assets.evaluation import evaluation, plan_scores
 from assets.ingestion import run_batch_ingestion
 from assets.grpo import grpo_round
-from assets.jobs import evaluation_job, grpo_round_job, ingest_run_batch_job, orchestrate_job, retrain_reward_model_job
+from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
 from assets.labels import labels
 from assets.orchestration import execution_artifacts, orchestration_samples
 from assets.problems import problems
 from assets.reward_model import pairs, reward_model, rm_scores
-from assets.sensors import (checkpoint_rollout_sensor, grpo_loop_sensor, landing_zone_sensor, nightly_evaluation,
-                            orchestration_partitions_sensor, reward_model_retrain_sensor)
+from assets.sensors import LOOP_SENSOR_INTERVAL_S, loop_sensors, nightly_evaluation, orchestration_partitions_sensor
 from orchrm_dagster.glue.deployment import executor
 from orchrm_dagster.glue.resources import (
     LLMBackendResource,
@@ -34,16 +34,15 @@ from orchrm_dagster.glue.resources import (
 
 
 def build_definitions(storage: StorageResource | None = None, llm: LLMBackendResource | None = None,
-                      policy_registry: PolicyRegistry | None = None, loop: LoopResource | None = None
-                      ) -> dg.Definitions:
+                      policy_registry: PolicyRegistry | None = None, loop: LoopResource | None = None,
+                      sensor_interval_s: int = LOOP_SENSOR_INTERVAL_S) -> dg.Definitions:
     return dg.Definitions(
         assets=[problems, run_batch_ingestion, labels, orchestration_samples, execution_artifacts, pairs,
                 reward_model, rm_scores, plan_scores, evaluation, grpo_round],
-        asset_checks=[run_ids_unique, every_referenced_run_labeled, quarantine_rate, pairs_unique,
+        asset_checks=[run_ids_unique, batch_ingested, every_referenced_run_labeled, quarantine_rate, pairs_unique,
                       pairs_split_by_problem, pairs_mix_ratio, champion_beats_chance, evaluation_held_out],
-        jobs=[ingest_run_batch_job, orchestrate_job, grpo_round_job, retrain_reward_model_job, evaluation_job],
-        sensors=[landing_zone_sensor, orchestration_partitions_sensor, checkpoint_rollout_sensor,
-                 reward_model_retrain_sensor, grpo_loop_sensor],
+        jobs=[*LOOP_JOBS, *ROUND_JOBS, evaluation_job],
+        sensors=[*loop_sensors(sensor_interval_s), orchestration_partitions_sensor],
         schedules=[nightly_evaluation],
         executor=executor(),  # ORCHRM_DEPLOYMENT: local (default) or k8s
         resources={

@@ -65,8 +65,10 @@ def test_best_of_n_beats_one_sample_on_held_out_problems_and_the_runner_executes
 
     # the runner in Best-of-N mode, on the embedded SmolLM2: one plan executed per problem, the pick recorded
     materialize(defs, "problems")
-    result = orchestrate(defs, "gsm8k", "smollm2-base", {"n_samples": 2, "problem_limit": 2},
-                         {**SMALL_EXECUTION, "selection": "orchrm_bon", "best_of_n": 2})
+    from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
+
+    result = orchestrate(defs, "gsm8k", "smollm2-base", PlanSamplingSettings(n_samples=2, problem_limit=2),
+                         ExecutionSettings(**SMALL_EXECUTION, selection="orchrm_bon", best_of_n=2))
     assert result.success
     root = defs.resources["storage"].storage_root()
     lines = root.fs.cat_file(root.landing_path("mas-gsm8k_smollm2-base-best-of-2.jsonl")).splitlines()

@@ -1,79 +1,99 @@
-"""The loop's sensors decide from data alone: when the reward model retrains, when the next GRPO round starts, and
-when the loop stops."""
+"""The loop's sensors and `orchrm loop` ask the same function and request the same runs; the retrain rule reads real
+pair tables."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import dataclasses
 
 import dagster as dg
 import pyarrow as pa
+import pytest
 
-from assets.sensors import grpo_loop_sensor, reward_model_retrain_sensor
-from orchrm_dagster.contract import GRPO_ROUNDS, PAIRS
+from assets.sensors import grpo_loop_sensor, loop_sensor
+from orchrm_dagster.contract import GRPO_ROUNDS
+from orchrm_dagster.glue import loop as glue_loop
 from orchrm_dagster.glue.resources import LoopResource, StorageResource
+from orchrm_dagster.loop import Batch, LoopState, Round
+
+ROLLING_OUT = LoopState(ingested_batches=1, inputs="i", pairs_inputs="i", pairs=100, new_pairs=0, champion=1,
+                        rounds=(Round(1, "grpo-r0001", True, 10, "gsm8k", "smollm2-base", ("gsm8k-test-0000",)),))
+INGESTING = LoopState(batches=(Batch("a.jsonl", "a.jsonl", "1:2", False), Batch("b.jsonl", "b.jsonl", "3:4", False)))
+TRAINING = dataclasses.replace(ROLLING_OUT, new_pairs=80)
+STARTING = dataclasses.replace(ROLLING_OUT, rounds=())
 
 
 def storage(tmp_path) -> StorageResource:
     return StorageResource(root=str(tmp_path / "storage"))
 
 
-def with_pairs(resource: StorageResource, count: int) -> None:
-    root = resource.storage_root()
-    rows = [{"pair_id": f"p{i}", "problem_id": "x", "chosen_run_id": "a", "rejected_run_id": "b",
-             "chosen_plan_hash": "h1", "rejected_plan_hash": "h2", "source": "correct_over_incorrect",
-             "split": "train"} for i in range(count)]
-    root.write_table(pa.Table.from_pylist(rows, schema=PAIRS), root.table_file("pairs"))
-    resource.warehouse().refresh_views()
+def sensor_requests(sensor, resources) -> list[tuple]:
+    with dg.instance_for_test() as instance:
+        result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    return [] if isinstance(result, dg.SkipReason) else [_request(r) for r in result.run_requests]
 
 
-def with_champion(resource: StorageResource, version: int, pairs_available: int) -> None:
-    folder = Path(resource.storage_root().path("checkpoints", "rm", f"v{version:04d}"))
-    folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"version": version, "pairs_available": pairs_available}))
-    (folder.parent / "champion.json").write_text(json.dumps({"version": version}))
+def _request(request: dg.RunRequest) -> tuple:
+    return request.job_name, request.partition_key, request.run_key, request.run_config, request.tags["orchrm/step"]
 
 
-def with_rounds(resource: StorageResource, rounds: int) -> None:
+class _Stop(Exception):
+    pass
+
+
+def command_requests(defs, settings) -> list[tuple]:
+    asked = []
+
+    def record(defs_, instance, step):
+        asked.append(_request(glue_loop.step_run(step).run_request(step.run_key)))
+        return type("Result", (), {"success": True})()
+
+    original = glue_loop.execute_step
+    glue_loop.execute_step = record
+    try:
+        glue_loop.drive(defs, settings, on_decision=lambda d: asked and (_ for _ in ()).throw(_Stop()))
+    except _Stop:
+        pass
+    finally:
+        glue_loop.execute_step = original
+    return asked
+
+
+@pytest.mark.parametrize("state", [INGESTING, TRAINING, STARTING, ROLLING_OUT], ids=["ingest", "retrain", "round",
+                                                                                     "rollout"])
+def test_the_sensors_and_the_loop_command_make_the_same_requests_from_the_same_state(tmp_path, monkeypatch, state):
+    from orchrm_dagster.definitions import build_definitions
+
+    monkeypatch.setattr(glue_loop, "read_state", lambda root, runs: dataclasses.replace(state, runs=runs))
+    resources = {"storage": storage(tmp_path), "loop": LoopResource(rounds=3)}
+    by_sensors = sensor_requests(loop_sensor, resources) + sensor_requests(grpo_loop_sensor, resources)
+    defs = build_definitions(storage=resources["storage"], loop=resources["loop"])
+    by_command = command_requests(defs, resources["loop"].to_engine())
+    assert by_sensors and by_sensors == by_command
+    if state is ROLLING_OUT:  # the rollout's settings are the loop resource's, as run config of the generated classes
+        ops = by_sensors[0][3]["ops"]
+        assert ops["orchestration_samples"]["config"]["problem_ids"] == ["gsm8k-test-0000"]
+        assert ops["execution_artifacts"]["config"]["subagent_max_new_tokens"] == 96
+
+
+def test_the_grpo_sensor_says_why_the_loop_stopped(tmp_path):
+    resource = storage(tmp_path)
     root = resource.storage_root()
     rows = [{"round": r, "policy_checkpoint": f"grpo-r{r:04d}", "reward_mode": "orchrm", "rm_version": 1, "steps": 2,
              "mean_reward": 0.1, "kl": 0.0, "generation_tokens": 1000, "reward_tokens": 500, "rollout_tokens": 0,
-             "heldout_reward_before": 0.0, "heldout_reward_after": 0.1, "heldout_accuracy": None, "seconds": 1.0}
-            for r in range(1, rounds + 1)]
+             "heldout_reward_before": 0.0, "heldout_reward_after": 0.1, "heldout_accuracy": None, "seconds": 1.0,
+             "promoted": False, "reason": "test"} for r in (1, 2)]
     root.write_table(pa.Table.from_pylist(rows, schema=GRPO_ROUNDS), root.table_file("grpo_rounds"))
-    resource.warehouse().refresh_views()
-
-
-def evaluate(sensor, **resources):
     with dg.instance_for_test() as instance:
-        return sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        import json
+        from pathlib import Path
 
-
-def test_the_reward_model_retrains_once_enough_new_pairs_arrived(tmp_path):
-    resource = storage(tmp_path)
-    with_pairs(resource, 120)
-    with_champion(resource, 1, pairs_available=100)
-    loop = LoopResource(retrain_min_new_pairs=50)
-    assert isinstance(evaluate(reward_model_retrain_sensor, storage=resource, loop=loop), dg.SkipReason)
-    with_pairs(resource, 160)
-    request = evaluate(reward_model_retrain_sensor, storage=resource, loop=loop)
-    assert isinstance(request, dg.RunRequest) and request.run_key == "retrain-at-160-pairs"
-
-
-def test_the_next_round_starts_when_its_time_and_the_loop_stops_at_its_rounds_and_budget(tmp_path):
-    resource = storage(tmp_path)
-    with_pairs(resource, 100)
-    with_champion(resource, 1, pairs_available=100)
-    first = evaluate(grpo_loop_sensor, storage=resource, loop=LoopResource(rounds=2))
-    assert [r.partition_key for r in first.run_requests] == ["1"]
-    with_rounds(resource, 1)  # round 1 done, but its checkpoint's runs are not ingested yet
-    waiting = evaluate(grpo_loop_sensor, storage=resource, loop=LoopResource(rounds=2))
-    assert isinstance(waiting, dg.SkipReason) and "ingested" in waiting.skip_message
-    with_rounds(resource, 2)
-    done = evaluate(grpo_loop_sensor, storage=resource, loop=LoopResource(rounds=2))
-    assert isinstance(done, dg.SkipReason) and "2 rounds" in done.skip_message
-    spent = evaluate(grpo_loop_sensor, storage=resource, loop=LoopResource(rounds=5, token_budget=3000))
-    assert isinstance(spent, dg.SkipReason) and "budget" in spent.skip_message
+        folder = Path(root.path("checkpoints", "rm", "v0001"))
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({"version": 1}))
+        (folder.parent / "champion.json").write_text(json.dumps({"version": 1}))
+        result = grpo_loop_sensor(dg.build_sensor_context(instance=instance, resources={
+            "storage": resource, "loop": LoopResource(rounds=2)}))
+    assert isinstance(result, dg.SkipReason) and result.skip_message == "the loop has run its 2 rounds"
 
 
 def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
@@ -81,7 +101,23 @@ def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
 
     resource = storage(tmp_path)
     monkeypatch.setenv("ORCHRM_STORAGE", resource.root)
-    with_rounds(resource, 2)
+    root = resource.storage_root()
+    rows = [{"round": r, "policy_checkpoint": f"grpo-r{r:04d}", "reward_mode": "orchrm", "rm_version": 1, "steps": 2,
+             "mean_reward": 0.1, "kl": 0.0, "generation_tokens": 1000, "reward_tokens": 500, "rollout_tokens": 0,
+             "heldout_reward_before": 0.0, "heldout_reward_after": 0.1, "heldout_accuracy": None, "seconds": 1.0,
+             "promoted": r == 1, "reason": "gate"} for r in (1, 2)]
+    root.write_table(pa.Table.from_pylist(rows, schema=GRPO_ROUNDS), root.table_file("grpo_rounds"))
+    resource.warehouse().refresh_views()
     cli._print_grpo_rounds()
     printed = capsys.readouterr().out
-    assert "wall_seconds" in printed and "heldout_after" in printed and printed.count("orchrm") == 2 and "heldout_acc" in printed
+    assert "wall_seconds" in printed and "heldout_after" in printed and printed.count("orchrm") == 2
+    assert "promoted" in printed and "True" in printed and "False" in printed
+
+
+def test_a_rollout_of_two_policies_asks_for_each_new_partition_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(glue_loop, "read_state", lambda root, runs: dataclasses.replace(ROLLING_OUT, runs=runs))
+    with dg.instance_for_test() as instance:
+        result = grpo_loop_sensor(dg.build_sensor_context(instance=instance, resources={
+            "storage": storage(tmp_path), "loop": LoopResource(rounds=3)}))
+    requested = {r.partitions_def_name: list(r.partition_keys) for r in result.dynamic_partitions_requests}
+    assert requested == {"benchmarks": ["gsm8k"], "policies": ["grpo-r0001", "smollm2-base"]}

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from orchrm_dagster.glue.cli import main
 from orchrm_dagster.glue.commands import ingest_landed, orchestrate
 from orchrm_dagster.definitions import build_definitions
+from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.plans import parse_plan
 from orchrm_dagster.glue.resources import PolicyConfig, PolicyRegistry
 
@@ -75,7 +76,8 @@ def test_malformed_plans_land_as_failed_runs_with_reasons():
     from orchrm_dagster.glue.commands import materialize_selection
 
     assert materialize_selection(defs, 'key:"problems"', None).success
-    result = orchestrate(defs, "hotpotqa", "free-text", {"n_samples": 2, "problem_limit": 2}, SMALL_EXECUTION)
+    result = orchestrate(defs, "hotpotqa", "free-text", PlanSamplingSettings(n_samples=2, problem_limit=2),
+                         ExecutionSettings(**SMALL_EXECUTION))
     assert result.success
     [outcome] = ingest_landed(defs, ["mas-hotpotqa_free-text.jsonl"])
     assert outcome.runs == 4 and outcome.labeled == 4 and outcome.correct == 0

@@ -92,7 +92,7 @@ telemetry:
     outputs = [process.communicate(timeout=600) for process in both]
     assert [p.returncode for p in both] == [0, 0], "\n".join(out + err for out, err in outputs)
 
-    from assets.sensors import landing_zone_sensor
+    from assets.sensors import loop_sensor
     from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.glue.commands import ingest_landed
 
@@ -101,8 +101,9 @@ telemetry:
     root.land(files[2])
     with dg.DagsterInstance.get() as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-        context = dg.build_sensor_context(instance=instance, resources={"storage": defs.resources["storage"]})
-        result = landing_zone_sensor(context)
+        context = dg.build_sensor_context(instance=instance, resources={"storage": defs.resources["storage"],
+                                                                        "loop": defs.resources["loop"]})
+        result = loop_sensor(context)
         assert [r.partition_key for r in result.run_requests] == ["three.jsonl"]  # the other two are ingested
         [outcome] = ingest_landed(defs, ["three.jsonl"])
         assert outcome.status == "SUCCESS" and outcome.runs == 600

@@ -1,22 +1,29 @@
+"""The loop sensor's ingest part: every landed file is asked for once as it is, and again only when replaced."""
+
 import time
 
 import dagster as dg
 
-from assets.sensors import landing_zone_sensor
-from orchrm_dagster.glue.resources import StorageResource
+from assets.sensors import loop_sensor
+from orchrm_dagster.glue.resources import LoopResource, StorageResource
 from orchrm_dagster.storage import batch_id_for
 from tests.conftest import write_lines
 
 
-def evaluate(storage, cursor=None):
-    with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"storage": storage})
-        return landing_zone_sensor(context)
+def evaluate(storage, instance=None):
+    def run(instance):
+        context = dg.build_sensor_context(instance=instance, resources={"storage": storage, "loop": LoopResource()})
+        return loop_sensor(context)
+
+    if instance is not None:
+        return run(instance)
+    with dg.instance_for_test() as fresh:
+        return run(fresh)
 
 
-def test_new_files_become_partitions_and_runs_once(tmp_path, storage_root, good_records):
+def test_new_files_become_partitions_and_ingest_runs(tmp_path, storage_root, good_records):
     storage = StorageResource(root=storage_root.base)
-    assert isinstance(evaluate(storage), dg.SkipReason)
+    assert not evaluate(storage).run_requests
     storage_root.land(write_lines(tmp_path / "day 1.jsonl", good_records[:3]))
     storage_root.land(write_lines(tmp_path / "day2.jsonl", good_records[3:]))
     (tmp_path / "notes.txt").write_text("not a batch")
@@ -26,10 +33,8 @@ def test_new_files_become_partitions_and_runs_once(tmp_path, storage_root, good_
     spaced = batch_id_for("day 1.jsonl")  # a name with a space gets a safe id that no other name shares
     assert spaced.startswith("day_1.jsonl-") and spaced != "day_1.jsonl"
     assert [r.partition_key for r in result.run_requests] == [spaced, "day2.jsonl"]
-    assert result.dynamic_partitions_requests[0].partition_keys == sorted([spaced, "day2.jsonl"])
-
-    again = evaluate(storage, cursor=result.cursor)
-    assert isinstance(again, dg.SkipReason)
+    assert {r.job_name for r in result.run_requests} == {"ingest_run_batch"}
+    assert sorted(k for r in result.dynamic_partitions_requests for k in r.partition_keys) == sorted([spaced, "day2.jsonl"])
 
 
 def test_a_replaced_file_is_ingested_again(tmp_path, storage_root, good_records):
@@ -38,7 +43,7 @@ def test_a_replaced_file_is_ingested_again(tmp_path, storage_root, good_records)
     first = evaluate(storage)
     time.sleep(0.01)
     storage_root.land(write_lines(tmp_path / "batch.jsonl", good_records))
-    second = evaluate(storage, cursor=first.cursor)
+    second = evaluate(storage)
     assert [r.partition_key for r in second.run_requests] == ["batch.jsonl"]
     assert second.run_requests[0].run_key != first.run_requests[0].run_key
 
@@ -52,6 +57,6 @@ def test_a_file_the_cli_already_ingested_is_not_ingested_again(tmp_path, storage
         instance.add_dynamic_partitions("run_batches", [landed.batch_id])
         job = build_definitions(storage).resolve_job_def("ingest_run_batch")
         assert job.execute_in_process(partition_key=landed.batch_id, instance=instance).success
-        context = dg.build_sensor_context(instance=instance, resources={"storage": storage})
-        result = landing_zone_sensor(context)
-    assert result.run_requests == [] and "cli.jsonl" in result.cursor
+        result = evaluate(storage, instance)
+    assert all(r.job_name != "ingest_run_batch" for r in result.run_requests)
+    assert [r.job_name for r in result.run_requests] == ["rebuild_pairs"]  # what follows an ingest

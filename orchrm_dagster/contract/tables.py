@@ -269,6 +269,8 @@ POLICY_CHECKPOINTS = pa.schema(
         ("max_agents", pa.int64()),
         ("max_new_tokens", pa.int64()),
         ("created_at", pa.string()),
+        ("promoted", pa.bool_()),  # passed the policy gate: it may roll out and start the next round
+        ("in_use", pa.bool_()),  # the latest promoted checkpoint: what rolls out and what the next round starts from
     ]
 )
 
@@ -289,6 +291,10 @@ GRPO_ROUNDS = pa.schema(
         ("heldout_reward_after", pa.float64()),  # the same, the new policy (same problems and seeds)
         ("heldout_accuracy", pa.float64()),  # correctness of the new policy's held-out plans, executed
         ("seconds", pa.float64()),
+        ("start_policy", pa.string()),  # the policy the round trained from (the last promoted one)
+        ("heldout_accuracy_before", pa.float64()),  # the same correctness, the starting policy
+        ("promoted", pa.bool_()),  # the policy gate's verdict
+        ("reason", pa.string()),  # why it was (not) promoted
     ]
 )
 

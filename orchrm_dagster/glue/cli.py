@@ -109,16 +109,29 @@ def query(statement: str, fmt: str) -> None:
 
 @main.command()
 def status() -> None:
-    """Batches, runs, quarantined lines and labels, per batch and in total."""
+    """Batches, runs, quarantined lines and labels, per batch and in total; and each landed file's ingest state (a
+    failed one with the cause of its latest run, until it is re-ingested)."""
     import sql
+    from orchrm_dagster.glue.instance import cli_instance
+    from orchrm_dagster.glue.loop import landed_batch_states
 
-    try:
-        rows = _storage().warehouse().query(sql.load("batch_status")).to_pylist()
-    except FileNotFoundError as err:
-        raise click.ClickException(str(err)) from err
-    columns = ["batch_id", "runs", "quarantined", "labeled", "correct"]
-    totals = ["total"] + [sum(r[c] for r in rows) for c in columns[1:]]
-    _print_rows(columns, [[r[c] for c in columns] for r in rows] + [totals])
+    storage = _storage()
+    warehouse = storage.warehouse()
+    states = {s.batch_id: s for s in landed_batch_states(cli_instance(), storage.storage_root())}
+    if not warehouse.exists() and not states:
+        raise click.ClickException(f"nothing landed or ingested yet under {storage.storage_root().url}")
+    rows = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
+    counts = ["runs", "quarantined", "labeled", "correct"]
+    by_batch = {r["batch_id"]: r for r in rows} | {b: dict.fromkeys(counts, 0) for b in states if b not in
+                                                   {r["batch_id"] for r in rows}}
+    table = [[batch, *(by_batch[batch][c] for c in counts), states[batch].state if batch in states else "ingested",
+              states[batch].cause if batch in states else ""] for batch in sorted(by_batch)]
+    totals = ["total"] + [sum(by_batch[b][c] for b in by_batch) for c in counts] + ["", ""]
+    _print_rows(["batch_id", *counts, "state", "cause"], table + [totals])
+    failed = [s for s in states.values() if s.state.startswith("failed")]
+    if failed:
+        console.print(f"[red]{len(failed)} landed batch(es) failed to ingest; re-ingest with "
+                      f"`orchrm materialize runs --partition BATCH` or land them again[/red]")
 
 
 @main.command(name="orchestrate")
@@ -136,11 +149,13 @@ def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed,
     from orchrm_dagster.glue.commands import ingest_landed
     from orchrm_dagster.glue.main_job import orchestrate_policies
 
+    from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
+
     defs = _definitions()
     if best_of:
         n_samples = max(n_samples, best_of)
-    sampling = {"n_samples": n_samples, "problem_limit": problem_limit, "seed": seed}
-    execution = {"selection": "orchrm_bon", "best_of_n": best_of} if best_of else {}
+    sampling = PlanSamplingSettings(n_samples=n_samples, problem_limit=problem_limit, seed=seed)
+    execution = ExecutionSettings(selection="orchrm_bon", best_of_n=best_of) if best_of else ExecutionSettings()
     with _step_status() as show:
         executions = _or_exit(lambda: orchestrate_policies(
             defs, benchmark, list(policy_names), sampling, execution,
@@ -209,17 +224,27 @@ def _print_reward_model_summary() -> None:
               help="Candidate sets each LLM judge sees per problem and N (each one call, cached).")
 def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
     """Best-of-N on held-out problems: materialize `evaluation` and print its table and where its plots are."""
-    from orchrm_dagster.glue.commands import materialization_metadata
-    from orchrm_dagster.glue.main_job import materialize_or_fail
+    import dagster as dg
+    import pydantic
 
-    config: dict = {"benchmarks": list(benchmarks), "policies": list(policies), "ns": _int_list(ns, "--n")}
+    from orchrm_dagster.evaluation import EvaluationSettings, JudgeSettings
+    from orchrm_dagster.glue.commands import materialization_metadata
+    from orchrm_dagster.glue.config_bridge import from_engine
+    from orchrm_dagster.glue.main_job import materialize_or_fail
+    from orchrm_dagster.glue.run_configs import EvaluationConfig
+
+    chosen: dict = {"benchmarks": tuple(benchmarks), "policies": tuple(policies), "ns": tuple(_int_list(ns, "--n"))}
     if methods:
-        config["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
+        chosen["methods"] = tuple(m.strip() for m in methods.split(",") if m.strip())
     if judge_draws:
-        config["judge"] = {"draws": judge_draws}
+        chosen["judge"] = JudgeSettings(draws=judge_draws)
+    try:
+        settings = EvaluationSettings(**chosen)
+    except (pydantic.ValidationError, ValueError) as err:
+        raise click.BadParameter(str(err)) from err
+    run_config = dg.RunConfig(ops={"evaluation": from_engine(EvaluationConfig, settings)})
     with console.status("evaluating"):
-        result = _or_exit(lambda: materialize_or_fail(_definitions(), 'key:"evaluation"',
-                                                      {"ops": {"evaluation": {"config": config}}}))
+        result = _or_exit(lambda: materialize_or_fail(_definitions(), 'key:"evaluation"', run_config))
     metadata = materialization_metadata(result, "evaluation")
     _print_evaluation(metadata["evaluation_id"])
     for name in ("accuracy_vs_n_file", "accuracy_vs_tokens_file"):
@@ -227,43 +252,64 @@ def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
             console.print(f"{name.removesuffix('_file').replace('_', ' ')}: {metadata[name]}", soft_wrap=True)
 
 
+def _reward_modes() -> list[str]:
+    import typing
+
+    from orchrm_dagster.grpo import RewardMode
+
+    return list(typing.get_args(RewardMode))
+
+
 @main.command(name="loop")
-@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="GRPO rounds to run now.")
-@click.option("--reward-mode", type=click.Choice(["orchrm", "trajectory", "collaborative", "orchrm+collaborative",
-                                                  "trajectory+collaborative"]), default=None,
-              help="What rewards a sampled plan (default: the round config's, orchrm).")
+@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
+              help="GRPO rounds to run now: the loop goes on until it has run this many more.")
+@click.option("--reward-mode", type=click.Choice(_reward_modes()), default=None,
+              help="What rewards a sampled plan (default: the loop resource's round config, orchrm).")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="GRPO steps per round.")
 @click.option("--group-size", type=click.IntRange(min=2), default=None, help="Plans per problem and step.")
 @click.option("--token-budget", type=click.IntRange(min=1), default=None,
               help="Stop between rounds once the rounds' generation, reward and rollout tokens reach this.")
 @click.option("--retrain-min-new-pairs", type=click.IntRange(min=0), default=None,
-              help="Retrain the reward model once this many pairs arrived since the champion trained.")
+              help="Retrain the reward model once this many pairs arrived since it last trained.")
 def loop_command(rounds, reward_mode, steps, group_size, token_budget, retrain_min_new_pairs) -> None:
-    """The loop that keeps learning: each round trains a policy checkpoint with GRPO against the champion reward
-    model, executes the checkpoint's plans, ingests them, rebuilds pairs, retrains the reward model when enough new
-    pairs arrived, and scores the runs."""
+    """The loop that keeps learning, as the daemon runs it: the same decisions and the same runs as the loop's
+    sensors (ingest what landed, rebuild pairs, retrain the reward model when enough new pairs arrived, score,
+    roll out the last promoted checkpoint, start the next GRPO round), run here in-process until ROUNDS more rounds
+    are done; then the rounds table."""
     import dataclasses
 
-    from orchrm_dagster.glue.loop import run_loop
+    from orchrm_dagster.glue.loop import LoopFailed, drive
+    from orchrm_dagster.loop import rounds as finished_rounds
 
     defs = _definitions()
-    grpo = {key: value for key, value in (("reward_mode", reward_mode), ("steps", steps),
-                                          ("group_size", group_size)) if value is not None}
+    root = defs.resources["storage"].storage_root()
     loop = defs.resources["loop"].to_engine()
-    overrides = {key: value for key, value in (("token_budget", token_budget),
-                                               ("retrain_min_new_pairs", retrain_min_new_pairs)) if value is not None}
-    loop = dataclasses.replace(loop, **overrides)
+    before = len(finished_rounds(root))
+    round_changes = {key: value for key, value in (("reward_mode", reward_mode), ("steps", steps),
+                                                   ("group_size", group_size)) if value is not None}
+    changes = {key: value for key, value in (("token_budget", token_budget),
+                                             ("retrain_min_new_pairs", retrain_min_new_pairs)) if value is not None}
+    loop = dataclasses.replace(loop, rounds=before + rounds, round=dataclasses.replace(loop.round, **round_changes),
+                               **changes)
     with _progress() as progress:
         task = progress.add_task("loop", total=rounds)
 
-        done = _or_exit(lambda: run_loop(defs, rounds, loop, grpo,
-                                         on_step=lambda text: progress.update(task, description=text),
-                                         on_round=lambda _: progress.advance(task)))
-        progress.update(task, completed=len(done), description=f"{len(done)} rounds done")
+        def on_step(step) -> None:
+            progress.console.log(f"{step.kind}: {step.key} ({step.why})"
+                                 + (f", attempt {step.attempt + 1}" if step.attempt else ""))
+            progress.update(task, description=f"{step.kind} {step.key}")
+
+        def on_decision(decision) -> None:
+            progress.update(task, completed=len(finished_rounds(root)) - before)
+            for key, cause in decision.failed:
+                progress.console.log(f"[red]gave up on {key}: {cause}[/red]")
+
+        try:
+            decision = drive(defs, loop, on_step=on_step, on_decision=on_decision)
+        except LoopFailed as err:
+            raise click.ClickException(str(err)) from err
+    console.print(f"the loop stopped: {decision.stopped}")
     _print_grpo_rounds()
-    for item in done:
-        console.print(f"round {item.round}: reward model {'retrained' if item.retrained else 'kept'}, "
-                      f"champion v{item.champion}")
 
 
 def _print_grpo_rounds() -> None:
@@ -271,7 +317,7 @@ def _print_grpo_rounds() -> None:
         "select round, reward_mode AS mode, rm_version AS rm, steps, round(mean_reward, 3) reward, "
         "round(kl, 4) kl, generation_tokens AS gen_tokens, reward_tokens AS rm_tokens, "
         "round(heldout_reward_before, 3) heldout_before, round(heldout_reward_after, 3) heldout_after, "
-        "round(heldout_accuracy, 3) heldout_acc, round(seconds) AS wall_seconds "
+        "round(heldout_accuracy, 3) heldout_acc, promoted, round(seconds) AS wall_seconds, reason "
         "from grpo_rounds order by round").to_pylist()
     _print_rows(list(rows[0]) if rows else ["round"], [list(r.values()) for r in rows])
 

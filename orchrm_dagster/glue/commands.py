@@ -10,9 +10,10 @@ import dagster as dg
 
 import sql
 from orchrm_dagster.glue.instance import cli_instance, process_tags
+from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.storage import batch_id_for
 
-_QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # the CLI prints what failed itself
+QUIET = {"console": {"config": {"log_level": "CRITICAL"}}}  # loggers of in-process runs: the CLI prints what failed
 
 
 @dataclass(frozen=True)
@@ -33,41 +34,61 @@ def ingest_files(defs: dg.Definitions, paths: list[Path], on_done: Callable[[str
 
 
 def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str], None] | None = None) -> list[BatchOutcome]:
-    """Run the ingest job for files already in the landing zone."""
+    """Run the ingest job for files already in the landing zone: the loop's ingest step of each, as the sensor
+    requests it (same job, same tags), so the loop counts its outcome like any other."""
+    from orchrm_dagster.glue.loop import execute_step
+    from orchrm_dagster.loop import Batch, ingest_step
+
     storage = defs.resources["storage"]
+    root = storage.storage_root()
     instance = cli_instance()
-    job = defs.resolve_job_def("ingest_run_batch")
     outcomes = []
     for name in names:
-        batch_id = batch_id_for(name)
-        instance.add_dynamic_partitions("run_batches", [batch_id])
-        result = job.execute_in_process(partition_key=batch_id, instance=instance, raise_on_error=False,
-                                        run_config=_QUIET, tags={"orchrm/source_file": name, **process_tags()})
-        outcomes.append(_outcome(storage, batch_id, result))
+        landed = root.find_landed(batch_id_for(name))
+        result = execute_step(defs, instance, ingest_step(Batch(landed.batch_id, landed.name, landed.fingerprint, False)))
+        outcomes.append(_outcome(storage, landed.batch_id, result))
         if on_done:
             on_done(name)
     return outcomes
 
 
-def orchestrate(defs: dg.Definitions, benchmark: str, policy: str, sampling: dict, execution: dict):
+def orchestrate(defs: dg.Definitions, benchmark: str, policy: str, sampling: PlanSamplingSettings,
+                execution: ExecutionSettings):
     """Sample and execute plans for one (benchmark, policy) partition; returns the run's result."""
+    from orchrm_dagster.glue.config_bridge import from_engine
+    from orchrm_dagster.glue.run_configs import ExecutionConfig, SamplingConfig
+
     instance = register_orchestration_partitions(defs)
     key = dg.MultiPartitionKey({"benchmark": benchmark, "policy": policy})
-    run_config = {**_QUIET, "ops": {"orchestration_samples": {"config": sampling},
-                                    "execution_artifacts": {"config": execution}}}
+    run_config = dg.RunConfig(ops={"orchestration_samples": from_engine(SamplingConfig, sampling),
+                                   "execution_artifacts": from_engine(ExecutionConfig, execution)}, loggers=QUIET)
     return defs.resolve_job_def("orchestrate").execute_in_process(
         partition_key=key, instance=instance, raise_on_error=False, run_config=run_config, tags=process_tags())
 
 
 def register_orchestration_partitions(defs: dg.Definitions) -> dg.DagsterInstance:
     """Adds the benchmarks and policies the sensor would add, so a benchmark|policy key can run now."""
-    from assets.sensors import orchestration_partition_requests
-
     instance = cli_instance()
     for request in orchestration_partition_requests(instance, defs.resources["storage"],
                                                     defs.resources["policy_registry"]):
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     return instance
+
+
+def orchestration_partition_requests(instance, storage, policy_registry) -> list[dg.AddDynamicPartitionsRequest]:
+    """The `benchmarks` and `policies` partitions the problems table and the policy registry have and the instance
+    does not yet."""
+    from orchrm_dagster.glue.partitions import benchmarks, policies
+    from orchrm_dagster.orchestration import benchmarks_available
+
+    requests = []
+    for partitions, wanted in ((benchmarks, benchmarks_available(storage.storage_root())),
+                               (policies, policy_registry.names(storage.storage_root()))):
+        existing = set(instance.get_dynamic_partitions(partitions.name))
+        missing = [key for key in wanted if key not in existing]
+        if missing:
+            requests.append(partitions.build_add_request(missing))
+    return requests
 
 
 def materialization_metadata(result, asset_key: str) -> dict:
@@ -113,10 +134,19 @@ def _outcome(storage, batch_id: str, result) -> BatchOutcome:
 
 
 def materialize_selection(defs: dg.Definitions, selection: str, partition_key: str | None,
-                          run_config: dict | None = None):
+                          run_config: dg.RunConfig | dict | None = None):
     """Materialize a Dagster selection string as one in-process run on the shared instance."""
     job = dg.define_asset_job("orchrm_cli_materialize", selection=dg.AssetSelection.from_string(selection))
     merged = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
     return merged.resolve_job_def(job.name).execute_in_process(
         instance=cli_instance(), partition_key=partition_key, raise_on_error=False,
-        run_config={**_QUIET, **(run_config or {})}, tags=process_tags())
+        run_config=_quiet(run_config), tags=process_tags())
+
+
+def _quiet(run_config: dg.RunConfig | dict | None) -> dg.RunConfig | dict:
+    """The run config with quiet loggers; a dict is a user's run config file (`orchrm materialize --config`)."""
+    if isinstance(run_config, dict):
+        return {**run_config, "loggers": QUIET}
+    run_config = run_config or dg.RunConfig()
+    return dg.RunConfig(ops=run_config.ops, resources=run_config.resources, loggers=QUIET,
+                        execution=run_config.execution)

@@ -117,9 +117,19 @@ def _dagster_value(value, annotation=None):
     if isinstance(value, tuple):
         return list(value)
     if dataclasses.is_dataclass(value):
-        nested = _nested_class(type(value))
-        return nested(**{f.name: _dagster_value(getattr(value, f.name)) for f in dataclasses.fields(value)})
+        generated = annotation if isinstance(annotation, type) and issubclass(annotation, EngineConfig) else None
+        return from_engine(generated or _nested_class(type(value)), value)
     return value
+
+
+def from_engine(generated: type, value):
+    """The generated Dagster class's instance holding an engine config's values (the reverse of `to_engine`):
+    how run configs are built from the engine's settings, never as hand-written dictionaries."""
+    values = {}
+    for name, info in generated.model_fields.items():
+        item = getattr(value, name)
+        values[name] = _dagster_value(item, info.annotation)
+    return generated(**values)
 
 
 def _to_engine(config):

@@ -1,7 +1,9 @@
 """Deployment profiles: the same code location on one machine (`local`) or on Kubernetes (`k8s`), switched by
 ORCHRM_DEPLOYMENT, never by a fork of the code.
 
-- local: Dagster's default executor, the SQLite instance under DAGSTER_HOME, local or S3 storage.
+- local: every step of a run inside the run's own process (Dagster's in-process executor), the SQLite instance
+  under DAGSTER_HOME, local or S3 storage. With Dagster's default multiprocess executor a step runs in a child of
+  the run worker, and a kill -9 of the worker left that child running beside the run's retry: work done twice.
 - k8s: every step in its own pod (dagster-k8s `k8s_job_executor`); runs launched by the instance's K8sRunLauncher
   into Postgres-backed instance storage (deploy/helm/values.yaml). Steps that hold a model on the accelerator ask
   for a GPU and the GPU node pool; the rest ask for CPU only. Needs the `k8s` extra.
@@ -34,9 +36,11 @@ def profile() -> str:
 
 
 def executor():
-    """The profile's executor (None: Dagster's default, which runs steps in one process per run locally)."""
+    """The profile's executor: in-process locally (a run is one process, so killing it stops all of its work)."""
     if profile() == "local":
-        return None
+        import dagster as dg
+
+        return dg.in_process_executor
     try:
         from dagster_k8s import k8s_job_executor
     except ImportError as err:

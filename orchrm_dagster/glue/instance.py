@@ -13,7 +13,7 @@ import psutil
 import sqlalchemy.exc
 from filelock import FileLock
 
-from assets.partitions import POOLS
+from orchrm_dagster.glue.partitions import POOLS
 
 from orchrm_dagster.storage import default_storage_url, root_cache_dir
 

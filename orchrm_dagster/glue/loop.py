@@ -1,8 +1,6 @@
-"""The loop that keeps learning, driven in-process (`orchrm loop --rounds N`): each round trains a new policy
-checkpoint with GRPO; the checkpoint samples and executes plans on the round's training problems; they land and are
-ingested and labeled; pairs are rebuilt; the reward model retrains once enough new pairs arrived (the champion gate
-decides); the runs are scored; the next round trains against the champion. The sensors in assets/sensors.py do the
-same unattended."""
+"""The loop in Dagster's terms: its state read from the storage root and the instance's runs, each step the engine
+decides (`orchrm_dagster.loop.decide`) as a run request of a job with run config built from the generated config
+classes, and the in-process driver `orchrm loop` uses. The sensors and the CLI request the same runs."""
 
 from __future__ import annotations
 
@@ -11,100 +9,204 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-import sql
-from orchrm_dagster.glue.commands import (failure_messages, ingest_landed, materialize_selection, orchestrate,
-                                          register_orchestration_partitions)
-from orchrm_dagster.glue.instance import cli_instance
-from orchrm_dagster.glue.main_job import StepFailed, materialize_or_fail
-from orchrm_dagster.grpo import GRPOSettings, LoopSettings, policy_manifest, policy_name, read_table
-from orchrm_dagster.rm import pairs_since_champion
+from orchrm_dagster.glue.config_bridge import from_engine
+from orchrm_dagster.glue.partitions import grpo_rounds, run_batches
+from orchrm_dagster.glue.run_configs import ExecutionConfig, GRPORoundConfig, RewardModelConfig, SamplingConfig
+from orchrm_dagster.loop import (Batch, Decision, LoopSettings, LoopState, Step, StepRuns, decide, ingest_step,
+                                 is_ingested, read_state)
+from orchrm_dagster.storage import StorageRoot
+
+STEP_TAG, LOOP_TAG, SOURCE_FILE_TAG = "orchrm/step", "orchrm/loop", "orchrm/source_file"
+
+# The job each kind of step runs (assets/jobs.py defines them under these names).
+INGEST_JOB, PAIRS_JOB, RETRAIN_JOB, SCORES_JOB = "ingest_run_batch", "rebuild_pairs", "retrain_reward_model", "score_runs"
+ORCHESTRATE_JOB, ROUND_JOB = "orchestrate", "grpo_round_job"
+STEP_JOBS = {"ingest": INGEST_JOB, "pairs": PAIRS_JOB, "reward_model": RETRAIN_JOB, "scores": SCORES_JOB,
+             "rollout": ORCHESTRATE_JOB, "round": ROUND_JOB}
+
+_NOT_FINISHED = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+                 dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
+_RUN_HISTORY = 5000  # the loop's newest runs read per evaluation
 
 
-# Sub-agent work of rollouts: as the main job's, short enough for a CPU loop.
-ROLLOUT_EXECUTION = {"subagent_max_new_tokens": 96, "agents": {"sc_samples": 3, "debate_rounds": 1}}
+def step_runs(instance: dg.DagsterInstance) -> StepRuns:
+    """The loop's runs by step key: in flight, succeeded, and failed (how often, and the latest cause)."""
+    in_flight, succeeded, failed = set(), set(), {}
+    records = instance.get_run_records(filters=dg.RunsFilter(tags={LOOP_TAG: "1"}), limit=_RUN_HISTORY)
+    for record in records:  # newest first
+        run = record.dagster_run
+        key = run.tags.get(STEP_TAG)
+        if key is None:
+            continue
+        if run.status in _NOT_FINISHED:
+            in_flight.add(key)
+        elif run.status == dg.DagsterRunStatus.SUCCESS:
+            succeeded.add(key)
+        elif key not in succeeded:  # failures before the latest success no longer count
+            failed.setdefault(key, []).append(run.run_id)
+    failures = {key: (len(run_ids), run_failure_cause(instance, run_ids[0])) for key, run_ids in failed.items()}
+    return StepRuns(frozenset(in_flight), frozenset(succeeded), failures)
+
+
+def run_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
+    """Why a run failed: its failed steps' errors, or, for a run whose worker died (kill -9, the OOM killer), what
+    the code server said when it found the process gone."""
+    from orchrm_dagster.glue.commands import root_cause
+
+    kinds = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.ENGINE_EVENT}
+    steps, runs, engine = [], [], []
+    for entry in instance.all_logs(run_id, of_type=kinds):
+        event = entry.dagster_event
+        error = getattr(event.event_specific_data, "error", None)
+        if event.is_step_failure:
+            steps.append(root_cause(error) if error is not None else entry.message)
+        elif event.event_type == dg.DagsterEventType.RUN_FAILURE and error is not None:
+            runs.append(root_cause(error))
+        elif event.event_type == dg.DagsterEventType.ENGINE_EVENT and "terminated" in (entry.message or ""):
+            engine.append(entry.message)
+    return "; ".join(steps or runs or engine) or "the run failed"
+
+
+def loop_state(instance: dg.DagsterInstance, root: StorageRoot) -> LoopState:
+    return read_state(root, step_runs(instance))
+
+
+def loop_decision(instance: dg.DagsterInstance, root: StorageRoot, settings: LoopSettings) -> Decision:
+    return decide(loop_state(instance, root), settings)
 
 
 @dataclass(frozen=True)
-class LoopRound:
-    round: int
-    row: dict  # its grpo_rounds row
-    retrained: bool  # the reward model retrained on the pairs its rollouts added
-    champion: int | None  # the champion after the round
+class BatchState:
+    batch_id: str
+    name: str
+    state: str  # ingested | ingesting | failed | landed
+    cause: str = ""
 
 
-def tokens_spent(rows: list[dict]) -> int:
-    return sum(r["generation_tokens"] + r["reward_tokens"] + r["rollout_tokens"] for r in rows)
+def landed_batch_states(instance: dg.DagsterInstance, root: StorageRoot) -> list[BatchState]:
+    """Each landed file: ingested, being ingested, failed (with the cause of its latest run), or landed and not
+    yet asked for. A failed batch stays failed until it is re-ingested or lands again with other content."""
+    runs = step_runs(instance)
+    states = []
+    for landed in root.landed_files():
+        key = ingest_step(Batch(landed.batch_id, landed.name, landed.fingerprint, False)).key
+        if is_ingested(root, landed):
+            state, cause = "ingested", ""
+        elif key in runs.in_flight:
+            state, cause = "ingesting", ""
+        elif key in runs.failures:
+            attempts, cause = runs.failures[key]
+            state = f"failed ({attempts} run{'s' if attempts > 1 else ''})"
+        else:
+            state, cause = "landed", ""
+        states.append(BatchState(landed.batch_id, landed.name, state, cause))
+    return states
 
 
-def next_round(rows: list[dict]) -> int:
-    return max((r["round"] for r in rows), default=0) + 1
+@dataclass(frozen=True)
+class StepRun:
+    """A step as Dagster runs it: the job, the partition, the run config, the tags, the partitions to add first."""
+
+    job_name: str
+    partition_key: str | dg.MultiPartitionKey | None
+    run_config: dg.RunConfig
+    tags: dict[str, str]
+    partitions: tuple[tuple[str, tuple[str, ...]], ...]  # (dynamic partitions definition, keys) to register
+
+    def run_request(self, run_key: str) -> dg.RunRequest:
+        return dg.RunRequest(job_name=self.job_name, partition_key=self.partition_key, run_config=self.run_config,
+                             tags=self.tags, run_key=run_key)
 
 
-def run_loop(defs: dg.Definitions, rounds: int, loop: LoopSettings, grpo: dict | None = None,
-             execution: dict | None = None, on_step: Callable[[str], None] = lambda text: None,
-             on_round: Callable[[LoopRound], None] = lambda done: None) -> list[LoopRound]:
-    """Runs `rounds` more rounds (fewer when loop.token_budget is reached: the loop stops cleanly between rounds)."""
-    storage = defs.resources["storage"]
-    root = storage.storage_root()
-    grpo = grpo or {}
-    settings = GRPOSettings(**grpo)
-    done = []
-    for _ in range(rounds):
-        rows = read_table(root, "grpo_rounds")
-        if loop.token_budget is not None and tokens_spent(rows) >= loop.token_budget:
-            on_step(f"token budget reached ({tokens_spent(rows):,} of {loop.token_budget:,}): the loop stops")
-            break
-        number = next_round(rows)
-        cli_instance().add_dynamic_partitions("grpo_rounds", [str(number)])
-        on_step(f"round {number}: GRPO")
-        result = materialize_selection(defs, 'key:"grpo_round"', str(number),
-                                       {"ops": {"grpo_round": {"config": grpo}}} if grpo else None)
-        if not result.success:
-            raise StepFailed(f"round {number} failed (run {result.run_id}); the previous policy stays in use: "
-                             + "; ".join(failure_messages(result)))
-        row = next(r for r in read_table(root, "grpo_rounds") if r["round"] == number)
-        on_step(f"round {number}: the new checkpoint samples and executes plans on its training problems")
-        rollout(defs, number, settings, loop, execution)
-        retrained = _refresh_reward_model(defs, loop, on_step, number)
-        champion = storage.warehouse().query(sql.load("champion_checkpoint")).to_pylist()
-        done.append(LoopRound(number, row, retrained, champion[0]["version"] if champion else None))
-        on_round(done[-1])
-    return done
+
+def step_run(step: Step) -> StepRun:
+    tags = {STEP_TAG: step.key, LOOP_TAG: "1", "orchrm/attempt": str(step.attempt)}
+    if step.kind == "ingest":
+        return StepRun(INGEST_JOB, step.batch.batch_id, dg.RunConfig(), {**tags, SOURCE_FILE_TAG: step.batch.name},
+                       ((run_batches.name, (step.batch.batch_id,)),))
+    if step.kind == "reward_model":
+        return StepRun(RETRAIN_JOB, None, dg.RunConfig(ops={"reward_model": from_engine(RewardModelConfig,
+                                                                                       step.reward_model)}), tags, ())
+    if step.kind == "rollout":
+        key = dg.MultiPartitionKey({"benchmark": step.benchmark, "policy": step.policy})
+        ops = {"orchestration_samples": from_engine(SamplingConfig, step.sampling),
+               "execution_artifacts": from_engine(ExecutionConfig, step.execution)}
+        return StepRun(ORCHESTRATE_JOB, key, dg.RunConfig(ops=ops), tags,
+                       (("benchmarks", (step.benchmark,)), ("policies", (step.policy,))))
+    if step.kind == "round":
+        return StepRun(ROUND_JOB, str(step.round), dg.RunConfig(ops={"grpo_round": from_engine(GRPORoundConfig,
+                                                                                               step.grpo)}),
+                       tags, ((grpo_rounds.name, (str(step.round),)),))
+    return StepRun(STEP_JOBS[step.kind], None, dg.RunConfig(), tags, ())
 
 
-def rollout(defs: dg.Definitions, round_number: int, settings: GRPOSettings, loop: LoopSettings,
-            execution: dict | None = None) -> None:
-    """The round's checkpoint samples `rollout_samples` plans per training problem and executes them, and so does
-    the base policy (its runs are what the checkpoint's plans are preferred over, specialized-over-base); the runs
-    are landed, ingested and labeled. A base plan already executed is not executed again."""
-    from orchrm_dagster.orchestration import execution_batch_name
-
-    manifest = policy_manifest(defs.resources["storage"].storage_root(), round_number)
-    register_orchestration_partitions(defs)
-    sampling = {"n_samples": loop.rollout_samples, "problem_ids": manifest["train_problems"]}
-    execution = execution if execution is not None else ROLLOUT_EXECUTION
-    batches = []
-    for policy in (policy_name(round_number), settings.scratch_policy):
-        result = orchestrate(defs, settings.benchmark, policy, sampling, execution)
-        if not result.success:
-            raise StepFailed(f"rollout of {policy} after round {round_number} failed: "
-                             + "; ".join(failure_messages(result)))
-        batches.append(execution_batch_name(f"{settings.benchmark}|{policy}"))
-    for outcome in ingest_landed(defs, batches):
-        if outcome.status != "SUCCESS":
-            raise StepFailed(f"ingesting the rollout of round {round_number}: {outcome.status}")
+def partition_requests(runs: list[StepRun]) -> list[dg.AddDynamicPartitionsRequest]:
+    """One request per dynamic partitions definition, each key once (Dagster refuses a key asked for twice)."""
+    wanted: dict[str, list[str]] = {}
+    for run in runs:
+        for name, keys in run.partitions:
+            wanted.setdefault(name, [])
+            wanted[name] += [key for key in keys if key not in wanted[name]]
+    return [dg.AddDynamicPartitionsRequest(name, keys) for name, keys in wanted.items()]
 
 
-def _refresh_reward_model(defs, loop: LoopSettings, on_step, number: int) -> bool:
-    storage = defs.resources["storage"]
-    materialize_or_fail(defs, 'key:"pairs"')
-    pairs_now = storage.warehouse().query(sql.load("pairs_total")).to_pylist()[0]["pairs"]
-    new = pairs_since_champion(storage.storage_root(), pairs_now)
-    retrain = new is None or new >= loop.retrain_min_new_pairs
-    if retrain:
-        on_step(f"round {number}: {new} new pairs since the champion trained: the reward model retrains")
-        materialize_or_fail(defs, 'key:"reward_model"')
-    else:
-        on_step(f"round {number}: {new} new pairs (< {loop.retrain_min_new_pairs}): the champion stays")
-    materialize_or_fail(defs, 'key:"rm_scores"')
-    return retrain
+def describe(decision: Decision) -> str:
+    """What the loop is doing or waiting for, in one line (a sensor's skip reason, a log line)."""
+    parts = [f"asked: {', '.join(s.key for s in decision.steps)}"] if decision.steps else []
+    parts += [f"waiting: {', '.join(decision.waiting)}"] if decision.waiting else []
+    parts += [f"blocked: {decision.blocked}"] if decision.blocked else []
+    parts += [f"gave up: {'; '.join(f'{key}: {cause}' for key, cause in decision.failed)}"] if decision.failed else []
+    parts += [f"stopped: {decision.stopped}"] if decision.stopped else []
+    return " | ".join(parts) or "nothing to do"
+
+
+# ---------------------------------------------------------------- `orchrm loop`: the same steps, run in-process
+
+
+class LoopFailed(RuntimeError):
+    """The loop cannot go on: a step failed too often, or it waits for something no step of its own can bring."""
+
+
+def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step], None] = lambda step: None,
+          on_decision: Callable[[Decision], None] = lambda decision: None, poll_s: float = 5.0) -> Decision:
+    """Asks the engine what happens next and runs the steps it returns, in-process on the shared instance, with
+    the run requests the sensors would make, until the loop stops (its rounds or budget are spent). Steps another
+    process runs (the daemon, say) are waited for."""
+    import time
+
+    from orchrm_dagster.glue.instance import cli_instance
+
+    instance = cli_instance()
+    root = defs.resources["storage"].storage_root()
+    done: set[str] = set()
+    while True:
+        decision = loop_decision(instance, root, settings)
+        on_decision(decision)
+        if decision.stopped:
+            return decision
+        if not decision.steps and decision.waiting:
+            time.sleep(poll_s)
+            continue
+        if not decision.steps:
+            raise LoopFailed(f"the loop cannot go on: {describe(decision)}")
+        for step in decision.steps:
+            if step.key in done:  # succeeded, yet asked for again: the state did not move, and would not
+                raise LoopFailed(f"{step.key} succeeded but the loop asks for it again: {step.why}")
+            on_step(step)
+            if execute_step(defs, instance, step).success:
+                done.add(step.key)
+
+
+def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step):
+    """One step as an in-process run of its job (its failure is recorded in the instance, where the next decision
+    counts it)."""
+    from orchrm_dagster.glue.commands import QUIET
+    from orchrm_dagster.glue.instance import process_tags
+
+    run = step_run(step)
+    for name, keys in run.partitions:
+        instance.add_dynamic_partitions(name, list(keys))
+    config = dg.RunConfig(ops=run.run_config.ops, loggers=QUIET)
+    return defs.resolve_job_def(run.job_name).execute_in_process(
+        partition_key=run.partition_key, instance=instance, raise_on_error=False, run_config=config,
+        tags={**run.tags, **process_tags()})

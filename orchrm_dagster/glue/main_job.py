@@ -12,10 +12,17 @@ import dagster as dg
 
 from orchrm_dagster.glue.commands import (BatchOutcome, failure_messages, ingest_files, ingest_landed,
                                           materialization_metadata, materialize_selection, orchestrate)
+from orchrm_dagster.evaluation import EvaluationSettings, JudgeSettings
+from orchrm_dagster.glue.config_bridge import from_engine
+from orchrm_dagster.glue.run_configs import EvaluationConfig, RewardModelConfig
+from orchrm_dagster.grpo import small_execution
+from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
+from orchrm_dagster.rm import RMTrainConfig
 from orchrm_dagster.synthetic import EXAMPLE_BATCH, generate_runs, write_jsonl
 
-# Shorter sub-agent work than the execution defaults, so the main job ends within about 15 minutes on 2 cores.
-MAIN_JOB_EXECUTION = {"subagent_max_new_tokens": 96, "agents": {"sc_samples": 3, "debate_rounds": 1}}
+# Shorter sub-agent work than the execution defaults (as a GRPO round's and the loop's rollouts), so the main job
+# ends within about 15 minutes on 2 cores.
+MAIN_JOB_EXECUTION = small_execution()
 
 
 class StepFailed(RuntimeError):
@@ -23,7 +30,7 @@ class StepFailed(RuntimeError):
 
 
 # The main job's evaluation: every method; each LLM judge sees one candidate set per problem and N.
-MAIN_JOB_EVALUATION = {"judge": {"draws": 1}}
+MAIN_JOB_EVALUATION = EvaluationSettings(judge=JudgeSettings(draws=1))
 HELD_OUT_POLICY = ("generated-orchestrator", "base", None)
 
 
@@ -45,8 +52,8 @@ class PolicyExecution:
     metadata: dict  # the execution_artifacts materialization's metadata
 
 
-def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: list[str], sampling: dict,
-                         execution: dict, on_start: Callable[[str], None] | None = None,
+def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: list[str],
+                         sampling: PlanSamplingSettings, execution: ExecutionSettings, on_start: Callable[[str], None] | None = None,
                          on_done: Callable[[PolicyExecution], None] | None = None) -> list[PolicyExecution]:
     """Samples and executes plans of each policy (every registered one when `policy_names` is empty)."""
     names = policy_names or defs.resources["policy_registry"].names()  # configured ones: checkpoints run by name
@@ -63,7 +70,8 @@ def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: lis
     return executions
 
 
-def materialize_or_fail(defs: dg.Definitions, selection: str, run_config: dict | None = None) -> dg.ExecuteInProcessResult:
+def materialize_or_fail(defs: dg.Definitions, selection: str,
+                        run_config: dg.RunConfig | None = None) -> dg.ExecuteInProcessResult:
     result = materialize_selection(defs, selection, None, run_config)
     if not result.success:
         raise StepFailed(f"{selection} failed (run {result.run_id}): " + "; ".join(failure_messages(result)))
@@ -79,7 +87,7 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
     held-out runs. Returns the ingest outcomes of every batch and the evaluation's id."""
     on_step("materializing problems")
     materialize_or_fail(defs, 'key:"problems"')
-    sampling = {"n_samples": options.n_samples, "problem_limit": options.problem_limit, "seed": 0}
+    sampling = PlanSamplingSettings(n_samples=options.n_samples, problem_limit=options.problem_limit, seed=0)
     executions = orchestrate_policies(
         defs, options.benchmark, [], sampling, MAIN_JOB_EXECUTION,
         on_start=lambda name: on_step(f"{options.benchmark} x {name}: sampling {options.n_samples} plans for "
@@ -100,15 +108,17 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
         on_step("building pairs")
         materialize_or_fail(defs, 'key:"pairs"')
         on_step("training a reward model")
+        reward_model = RMTrainConfig(max_train_pairs=options.max_train_pairs)
         materialize_or_fail(defs, 'key:"reward_model"',
-                            {"ops": {"reward_model": {"config": {"max_train_pairs": options.max_train_pairs}}}})
+                            dg.RunConfig(ops={"reward_model": from_engine(RewardModelConfig, reward_model)}))
         on_step("ingesting the executed runs, the example batch and a generated batch on held-out problems")
         outcomes += _ingested(ingest_landed(defs, [e.metadata["landed_batch"] for e in executions]))
         outcomes += _ingested(ingest_files(defs, [EXAMPLE_BATCH, held_out]))
     on_step("scoring every run")
     materialize_or_fail(defs, 'key:"rm_scores"')
     on_step("evaluating Best-of-N on the held-out runs (LLM judges on the embedded model)")
-    result = materialize_or_fail(defs, 'key:"evaluation"', {"ops": {"evaluation": {"config": MAIN_JOB_EVALUATION}}})
+    result = materialize_or_fail(defs, 'key:"evaluation"',
+                                 dg.RunConfig(ops={"evaluation": from_engine(EvaluationConfig, MAIN_JOB_EVALUATION)}))
     return outcomes, materialization_metadata(result, "evaluation")["evaluation_id"]
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dagster as dg
 
 from orchrm_dagster.glue.config_bridge import EngineResource, dagster_config
-from orchrm_dagster.grpo import LoopSettings
 from orchrm_dagster.llm import BackendSpec, LLMBackend, build_backend
+from orchrm_dagster.loop import LoopSettings
 from orchrm_dagster.orchestration import PolicySpec
 from orchrm_dagster.storage import StorageRoot, StorageSettings, Warehouse, default_storage_url
 
@@ -63,8 +63,9 @@ class PolicyRegistry(dg.ConfigurableResource):
 
 
 class LoopResource(dagster_config(LoopSettings, "LoopResourceFields", base=EngineResource)):
-    """How the loop keeps learning unattended: when it stops, when the reward model retrains, how many plans each
-    new checkpoint executes. Read by the loop's sensors and by `orchrm loop`."""
+    """How the loop keeps learning: when it stops, when the reward model retrains, and the work it asks for
+    (rollouts, rounds, reward-model training). The daemon's sensors and `orchrm loop` read the same fields, so the
+    UI's loop and the CLI's run identical work."""
 
 
 def embedded_policies() -> PolicyRegistry:

@@ -6,13 +6,13 @@ from orchrm_dagster.grpo.checkpoints import (base_model_dir, checkpoint_policies
 from orchrm_dagster.grpo.plots import rounds_png
 from orchrm_dagster.grpo.rewards import (CollaborativeReward, OrchRMReward, PlanReward, Rollouts, TrajectoryReward,
                                          completion_text)
-from orchrm_dagster.grpo.round import (HeldOut, RoundOutcome, measure_held_out, round_problems, run_round,
-                                       starting_policy)
-from orchrm_dagster.grpo.settings import GRPOSettings, LoopSettings, RewardMode
+from orchrm_dagster.grpo.round import (GateVerdict, HeldOut, RoundOutcome, measure_held_out, policy_gate,
+                                       round_problems, run_round, starting_policy)
+from orchrm_dagster.grpo.settings import GRPOSettings, RewardMode, small_execution
 
 __all__ = [
-    "CollaborativeReward", "GRPOSettings", "HeldOut", "LoopSettings", "OrchRMReward", "PlanReward", "RewardMode",
+    "CollaborativeReward", "GateVerdict", "GRPOSettings", "HeldOut", "OrchRMReward", "PlanReward", "RewardMode",
     "RoundOutcome", "Rollouts", "TrajectoryReward", "base_model_dir", "checkpoint_policies", "completion_text",
     "latest_checkpoint", "measure_held_out", "policy_manifest", "policy_name", "read_table", "round_name", "round_problems", "rounds_png",
-    "run_round", "starting_policy",
+    "policy_gate", "run_round", "small_execution", "starting_policy",
 ]

@@ -60,24 +60,36 @@ def policy_manifest(root: StorageRoot, round_number: int) -> dict:
     return json.loads((Path(ensure_local(root, row)) / MANIFEST).read_text())
 
 
+_SCHEMAS = {"policy_checkpoints": POLICY_CHECKPOINTS, "grpo_rounds": GRPO_ROUNDS}
+# Rows written before the policy gate existed: every checkpoint was promoted then.
+_BEFORE_THE_GATE = {"promoted": True, "reason": "published before the policy gate"}
+
+
 def read_table(root: StorageRoot, table: str) -> list[dict]:
     path = root.table_file(table)
-    return root.read_table(path).to_pylist() if root.exists(path) else []
+    if not root.exists(path):
+        return []
+    rows = root.read_table(path).to_pylist()
+    names = _SCHEMAS[table].names
+    return [{name: row.get(name, _BEFORE_THE_GATE.get(name)) for name in names} for row in rows]
 
 
 def append_row(root: StorageRoot, table: str, row: dict, key: str = "round") -> None:
-    """Writes `table` with `row` added (a row with the same `key` is replaced); these tables are small."""
-    schema = {"policy_checkpoints": POLICY_CHECKPOINTS, "grpo_rounds": GRPO_ROUNDS}[table]
-    rows = [r for r in read_table(root, table) if r[key] != row[key]] + [row]
-    root.write_table(pa.Table.from_pylist(sorted(rows, key=lambda r: r[key]), schema=schema), root.table_file(table))
+    """Writes `table` with `row` added (a row with the same `key` is replaced); these tables are small. In
+    `policy_checkpoints`, `in_use` marks the latest promoted checkpoint."""
+    rows = sorted([r for r in read_table(root, table) if r[key] != row[key]] + [row], key=lambda r: r[key])
+    if table == "policy_checkpoints":
+        in_use = max((r["round"] for r in rows if r["promoted"]), default=None)
+        rows = [{**r, "in_use": r["round"] == in_use} for r in rows]
+    root.write_table(pa.Table.from_pylist(rows, schema=_SCHEMAS[table]), root.table_file(table))
 
 
 def checkpoint_row(round_number: int, path: str, base_model: str, reward_mode: str, rm_version: int,
-                   policy: PolicySpec) -> dict:
+                   policy: PolicySpec, promoted: bool) -> dict:
     return {"round": round_number, "name": policy_name(round_number), "path": path, "base_model": base_model,
             "reward_mode": reward_mode, "rm_version": rm_version, "prompt": policy.prompt,
             "max_agents": policy.max_agents, "max_new_tokens": policy.max_new_tokens,
-            "created_at": datetime.now(timezone.utc).isoformat()}
+            "created_at": datetime.now(timezone.utc).isoformat(), "promoted": promoted, "in_use": promoted}
 
 
 def checkpoint_policies(root: StorageRoot) -> list[PolicySpec]:
@@ -90,7 +102,8 @@ def checkpoint_policies(root: StorageRoot) -> list[PolicySpec]:
 
 
 def latest_checkpoint(root: StorageRoot, before_round: int) -> dict | None:
-    rows = [r for r in read_table(root, "policy_checkpoints") if r["round"] < before_round]
+    """The latest checkpoint before `before_round` that passed the policy gate (a rejected one never continues)."""
+    rows = [r for r in read_table(root, "policy_checkpoints") if r["round"] < before_round and r["promoted"]]
     return max(rows, key=lambda r: r["round"]) if rows else None
 
 

@@ -35,6 +35,25 @@ class RoundOutcome:
 
 
 @dataclass(frozen=True)
+class GateVerdict:
+    promoted: bool
+    reason: str
+
+
+def policy_gate(before: "HeldOut", after: "HeldOut", margin: float) -> GateVerdict:
+    """A new checkpoint is promoted only if its held-out reward fell by no more than `margin` and its held-out
+    accuracy, where both are measured, did not fall."""
+    if after.reward < before.reward - margin:
+        return GateVerdict(False, f"held-out reward fell from {before.reward:.4f} to {after.reward:.4f} "
+                                  f"(more than the margin {margin})")
+    if before.accuracy is not None and after.accuracy is not None and after.accuracy < before.accuracy:
+        return GateVerdict(False, f"held-out accuracy fell from {before.accuracy:.3f} to {after.accuracy:.3f}")
+    accuracy = (f", accuracy {before.accuracy:.3f} -> {after.accuracy:.3f}"
+                if before.accuracy is not None and after.accuracy is not None else "")
+    return GateVerdict(True, f"held-out reward {before.reward:.4f} -> {after.reward:.4f}{accuracy}")
+
+
+@dataclass(frozen=True)
 class HeldOut:
     reward: float  # the champion's mean score of the sampled plans (format penalty for those that do not parse)
     plans: list  # the samples
@@ -92,8 +111,8 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     train, held_out = round_problems(root, settings, round_number)
     subagent_backend = build_backend(subagents)
     on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name})")
-    before = _previous_after(root, round_number, rm_version) or measure_held_out(
-        policy, model_dir, held_out, settings, scorer, subagent_backend, execute=False)
+    before = _start_checkpoint_after(root, policy, rm_version, settings) or measure_held_out(
+        policy, model_dir, held_out, settings, scorer, subagent_backend, execute=settings.heldout_execute)
     rollouts = Rollouts(subagent_backend, settings.execution)
     rewards = _rewards(settings, scorer, rollouts)
     work = local_work_dir(root) / "grpo" / f"r{round_number:04d}"
@@ -106,8 +125,10 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     on_step(f"round {round_number}: held-out plans of the new policy")
     after = measure_held_out(checkpoint_policy, str(work / "model"), held_out, settings, scorer, subagent_backend,
                              execute=settings.heldout_execute)
+    verdict = policy_gate(before, after, settings.policy_margin)
+    on_step(f"round {round_number}: {'promoted' if verdict.promoted else 'not promoted'}: {verdict.reason}")
     row = _round_row(round_number, settings, rm_version, trained, rewards, rollouts, before, after,
-                     time.perf_counter() - started)
+                     time.perf_counter() - started, policy.name, verdict)
     manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
                 "base_model": model_dir, "reward_mode": settings.reward_mode,
                 "rm_version": rm_version, "settings": repr(settings), "train_problems": [p.problem_id for p in train],
@@ -115,7 +136,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                     "generation_tokens", "reward_tokens", "rollout_tokens")}}
     path = publish_checkpoint(root, round_number, work / "model", manifest)
     append_row(root, "policy_checkpoints", checkpoint_row(round_number, str(path), model_dir, settings.reward_mode,
-                                                          rm_version, checkpoint_policy))
+                                                          rm_version, checkpoint_policy, verdict.promoted))
     append_row(root, "grpo_rounds", row)
     return RoundOutcome(round_number, policy_name(round_number), str(path), row, trained.log_history,
                         trained.generation_seconds)
@@ -161,7 +182,10 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
                      subagent_backend, execute: bool) -> HeldOut:
     """The champion's mean score of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
     `execute`, the share whose execution answers correctly)."""
+    import dataclasses
+
     backend = build_backend(BackendSpec(kind="transformers", model=model_dir, device=settings.device))
+    policy = dataclasses.replace(policy, temperature=settings.heldout_temperature)
     samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
     valid = [s for s in samples if not isinstance(parse_plan(s.plan), PlanError)]
     scores = scorer.score([s.question for s in valid], [s.plan for s in valid]) if valid else []
@@ -175,17 +199,23 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
     return HeldOut(sum(rewards) / len(rewards), samples, accuracy)
 
 
-def _previous_after(root: StorageRoot, round_number: int, rm_version: int) -> HeldOut | None:
-    """The previous round's held-out reward after training is this round's before, when the champion is the same."""
-    rows = [r for r in read_table(root, "grpo_rounds") if r["round"] == round_number - 1 and r["rm_version"] == rm_version]
-    return HeldOut(rows[0]["heldout_reward_after"], []) if rows else None
+def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int,
+                            settings: GRPOSettings) -> HeldOut | None:
+    """The held-out measure of the checkpoint a round starts from, taken after its own round, stands for this
+    round's before when the champion and the held-out settings are the same (same problems, seeds, temperature)."""
+    rows = [r for r in read_table(root, "grpo_rounds")
+            if r["policy_checkpoint"] == policy.name and r["rm_version"] == rm_version]
+    if not rows or (settings.heldout_execute and rows[0]["heldout_accuracy"] is None):
+        return None
+    return HeldOut(rows[0]["heldout_reward_after"], [], rows[0]["heldout_accuracy"])
 
 
 def _round_row(round_number, settings, rm_version, trained: TrainOutcome, rewards, rollouts, before: HeldOut,
-               after: HeldOut, seconds: float) -> dict:
+               after: HeldOut, seconds: float, start_policy: str, verdict: GateVerdict) -> dict:
     return {"round": round_number, "policy_checkpoint": policy_name(round_number), "reward_mode": settings.reward_mode,
             "rm_version": rm_version, "steps": trained.steps, "mean_reward": trained.mean_reward, "kl": trained.kl,
             "generation_tokens": trained.generation_tokens,
             "reward_tokens": sum(r.reward_tokens for r in rewards), "rollout_tokens": rollouts.tokens,
             "heldout_reward_before": before.reward, "heldout_reward_after": after.reward,
-            "heldout_accuracy": after.accuracy, "seconds": seconds}
+            "heldout_accuracy": after.accuracy, "seconds": seconds, "start_policy": start_policy,
+            "heldout_accuracy_before": before.accuracy, "promoted": verdict.promoted, "reason": verdict.reason}

@@ -11,7 +11,7 @@ from orchrm_dagster.rm import ScoringSettings
 RewardMode = Literal["orchrm", "trajectory", "collaborative", "orchrm+collaborative", "trajectory+collaborative"]
 
 
-def _small_execution() -> ExecutionSettings:
+def small_execution() -> ExecutionSettings:
     """Sub-agent work for trajectory rewards and held-out accuracy: short answers, so a CPU round ends in minutes."""
     return ExecutionSettings(subagent_max_new_tokens=96, concurrent_plans=8,
                              agents={"sc_samples": 3, "debate_rounds": 1})
@@ -60,7 +60,13 @@ class GRPOSettings:
     heldout_problems: int = Field(default=3, description="Problems (the benchmark's last) no round trains on")
     heldout_samples: int = Field(default=2, description="Plans sampled per held-out problem, fixed seeds")
     heldout_execute: bool = Field(default=True, description="Execute the held-out plans for heldout_accuracy")
-    execution: ExecutionSettings = Field(default_factory=_small_execution,
+    heldout_temperature: float = Field(default=0.5, description="Sampling temperature of held-out plans "
+                                                                "(MAS-Orchestra evaluates at 0.5)")
+    policy_margin: float = Field(default=0.0, description="The policy gate: a round's checkpoint is promoted (rolls "
+                                                          "out, and the next round starts from it) only if its "
+                                                          "held-out reward fell by no more than this, and its "
+                                                          "held-out accuracy, where measured, did not fall")
+    execution: ExecutionSettings = Field(default_factory=small_execution,
                                          description="Sub-agents for trajectory rewards and held-out execution")
     scoring: ScoringSettings = Field(default_factory=ScoringSettings, description="How the reward model scores")
     seed: int = Field(default=0, description="Seeds sampling and training")
@@ -72,14 +78,3 @@ class GRPOSettings:
             raise ValueError("micro_batch_size must divide group_size")
         if min(self.steps, self.train_problems, self.heldout_problems, self.heldout_samples) < 1:
             raise ValueError("steps, train_problems, heldout_problems and heldout_samples must be >= 1")
-
-
-@engine_config
-class LoopSettings:
-    rounds: int = Field(default=2, description="The loop stops after this many GRPO rounds in all")
-    token_budget: int | None = Field(
-        default=None, description="The loop stops once its rounds' generation, reward and rollout tokens reach this")
-    retrain_min_new_pairs: int = Field(
-        default=50, description="The reward model retrains once this many pairs arrived since the champion trained")
-    rollout_samples: int = Field(default=2, description="Plans the new checkpoint samples and executes per "
-                                                         "training problem after its round")

@@ -87,7 +87,10 @@ def ingest_batch(
     settings: IngestSettings = IngestSettings(),
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
+    source_fingerprint: str | None = None,
 ) -> IngestReport:
+    """Ingests one batch file; with `source_fingerprint` (the landed file's), the batch records which content it
+    holds, so the loop can tell a landed file already ingested from one replaced since."""
     started = time.perf_counter()
     source_name = source_path.rsplit("/", 1)[-1]
     report = IngestReport(batch_id, source_name)
@@ -105,6 +108,8 @@ def ingest_batch(
         # Dagster instance or host they run on
         with root_lock(root, "runs"):
             _deduplicate_and_publish(root, batch_id, parts, staging, settings, report)
+            if source_fingerprint is not None:
+                root.mark_batch_source("runs", batch_id, source_fingerprint)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -7,11 +7,11 @@ from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_s
 from orchrm_dagster.orchestration.sampling import PlanSample, Problem, orchestrator_request, sample_plans
 from orchrm_dagster.orchestration.selection import PlanScore, ScoredSamples, Selection, best_of_n, score_samples
 from orchrm_dagster.orchestration.settings import ExecutionSettings, PlanSamplingSettings
-from orchrm_dagster.orchestration.store import (SAMPLES_TABLE, benchmarks_available, execution_batch_name,
+from orchrm_dagster.orchestration.store import (SAMPLES_TABLE, Cell, benchmarks_available, execution_batch_name,
                                                 partition_folder, read_samples, select_problems, write_samples)
 
 __all__ = [
-    "ExecutionReport", "ExecutionSettings", "PlanJob", "execute_plans", "PlanSample", "PlanScore", "ScoredSamples", "Selection", "best_of_n",
+    "Cell", "ExecutionReport", "ExecutionSettings", "PlanJob", "execute_plans", "PlanSample", "PlanScore", "ScoredSamples", "Selection", "best_of_n",
     "score_samples", "PlanSamplingSettings", "PolicySpec", "Problem",
     "SAMPLES_TABLE", "SamplingReport", "benchmarks_available", "execute_and_land", "execute_samples",
     "execution_batch_name", "finished_run_ids", "orchestrator_request", "partition_folder", "read_samples",

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import PLAN_SCORES, plan_hash
 from orchrm_dagster.orchestration.sampling import PlanSample
-from orchrm_dagster.orchestration.store import partition_folder
+from orchrm_dagster.orchestration.store import Cell
 from orchrm_dagster.rm import ScoringSettings, champion_scorer, current_champion
 from orchrm_dagster.storage import StorageRoot
 
@@ -34,7 +34,7 @@ class ScoredSamples:
     newly_scored: int
 
 
-def score_samples(root: StorageRoot, partition_key: str, samples: list[PlanSample],
+def score_samples(root: StorageRoot, cell: Cell, samples: list[PlanSample],
                   settings: ScoringSettings = ScoringSettings()) -> ScoredSamples:
     """The champion's score of each sample, reusing the partition's stored scores by the same version; the scores
     of every sample are written back to `plan_scores`."""
@@ -42,27 +42,27 @@ def score_samples(root: StorageRoot, partition_key: str, samples: list[PlanSampl
     if champion is None:
         raise FileNotFoundError("no champion reward model: materialize `reward_model` before scoring plans")
     version = champion["version"]
-    stored = {run_id: score for run_id, (v, score) in _stored(root, partition_key).items() if v == version}
+    stored = {run_id: score for run_id, (v, score) in _stored(root, cell).items() if v == version}
     todo = [s for s in samples if s.run_id not in stored]
     if todo:
         _, scorer = champion_scorer(root, settings)
         values, lengths = scorer.score_with_lengths([s.question for s in todo], [s.plan for s in todo])
         stored |= {s.run_id: PlanScore(value, tokens) for s, value, tokens in zip(todo, values, lengths)}
     scores = {s.run_id: stored[s.run_id] for s in samples}
-    _write(root, partition_key, samples, version, scores)
+    _write(root, cell, samples, version, scores)
     return ScoredSamples(version, scores, len(todo))
 
 
-def _stored(root: StorageRoot, partition_key: str) -> dict[str, tuple[int, PlanScore]]:
+def _stored(root: StorageRoot, cell: Cell) -> dict[str, tuple[int, PlanScore]]:
     found = {}
-    for part in root.batch_files(SCORES_TABLE, partition_folder(partition_key)):
+    for part in root.batch_files(SCORES_TABLE, cell.folder):
         with root.fs.open(part, "rb") as src:
             for row in pq.read_table(src, columns=["run_id", "rm_version", "score", "tokens"]).to_pylist():
                 found[row["run_id"]] = (row["rm_version"], PlanScore(row["score"], row["tokens"]))
     return found
 
 
-def _write(root: StorageRoot, partition_key: str, samples: list[PlanSample], version: int,
+def _write(root: StorageRoot, cell: Cell, samples: list[PlanSample], version: int,
            scores: dict[str, PlanScore]) -> None:
     rows = [{"run_id": s.run_id, "problem_id": s.problem_id, "benchmark": s.benchmark, "policy_name": s.policy_name,
              "sample_index": s.sample_index, "plan_hash": plan_hash(s.plan), "rm_version": version,
@@ -70,7 +70,7 @@ def _write(root: StorageRoot, partition_key: str, samples: list[PlanSample], ver
     with tempfile.TemporaryDirectory() as staging:
         path = str(Path(staging, "scores.parquet"))
         pq.write_table(pa.Table.from_pylist(rows, schema=PLAN_SCORES), path, compression="zstd")
-        root.replace_batch(SCORES_TABLE, partition_folder(partition_key), [path])
+        root.replace_batch(SCORES_TABLE, cell.folder, [path])
 
 
 @dataclass(frozen=True)

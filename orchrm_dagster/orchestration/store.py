@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import tempfile
 from pathlib import Path
 
@@ -17,33 +18,46 @@ from orchrm_dagster.storage import StorageRoot, safe_name
 SAMPLES_TABLE = "orchestration_samples"
 
 
-def partition_folder(partition_key: str) -> str:
-    return safe_name(partition_key)
+@dataclass(frozen=True)
+class Cell:
+    """One (benchmark, policy) cell of the runner's work: the engine names its files (an orchestrator's partition
+    key stays in the orchestrator's layer)."""
+
+    benchmark: str
+    policy: str
+
+    @property
+    def folder(self) -> str:
+        return safe_name(f"{self.benchmark}|{self.policy}")
 
 
-def execution_batch_name(partition_key: str, settings=None) -> str:
-    """The landing-zone file the executed runs of one (benchmark, policy) partition land as (Best-of-N executions
-    land apart, as `...-best-of-N.jsonl`)."""
+def partition_folder(cell: Cell) -> str:
+    return cell.folder
+
+
+def execution_batch_name(cell: Cell, settings=None) -> str:
+    """The landing-zone file the executed runs of one (benchmark, policy) cell land as (Best-of-N executions land
+    apart, as `...-best-of-N.jsonl`)."""
     suffix = f"-best-of-{settings.best_of_n}" if settings is not None and settings.selection == "orchrm_bon" else ""
-    return f"mas-{partition_folder(partition_key)}{suffix}.jsonl"
+    return f"mas-{cell.folder}{suffix}.jsonl"
 
 
-def read_samples(root: StorageRoot, partition_key: str) -> list[PlanSample]:
+def read_samples(root: StorageRoot, cell: Cell) -> list[PlanSample]:
     names = {f.name for f in dataclasses.fields(PlanSample)}
     samples = []
-    for part in root.batch_files(SAMPLES_TABLE, partition_folder(partition_key)):
+    for part in root.batch_files(SAMPLES_TABLE, cell.folder):
         with root.fs.open(part, "rb") as src:
             samples += [PlanSample(**{k: v for k, v in row.items() if k in names})
                         for row in pq.read_table(src).to_pylist()]
     return samples
 
 
-def write_samples(root: StorageRoot, partition_key: str, samples: list[PlanSample]) -> None:
+def write_samples(root: StorageRoot, cell: Cell, samples: list[PlanSample]) -> None:
     table = pa.Table.from_pylist([dataclasses.asdict(s) for s in samples], schema=ORCHESTRATION_SAMPLES)
     with tempfile.TemporaryDirectory() as staging:
         path = str(Path(staging, "samples.parquet"))
         pq.write_table(table, path, compression="zstd")
-        root.replace_batch(SAMPLES_TABLE, partition_folder(partition_key), [path])
+        root.replace_batch(SAMPLES_TABLE, cell.folder, [path])
 
 
 def select_problems(root: StorageRoot, benchmark: str, limit: int, problem_ids: tuple[str, ...] = ()) -> list[Problem]:

@@ -5,13 +5,14 @@ from .mix import MixCheck, mix_within_tolerance
 from .published import ImportedPairs, export_published, import_published, normalise_source
 from .rules import (CORRECT_OVER_INCORRECT, SOURCES, SPECIALIZED_OVER_BASE, SPLITS, TRAIN, VALIDATION, PairRules,
                     pair_id, plan_salt, rank_from_salts, sample_rank, split_for)
-from .table import PairsOutcome, build_pairs_table, load_rules, save_rules, training_pair_texts
+from .table import (PairsOutcome, build_pairs_table, current_pair_ids, load_rules, pairs_inputs, save_rules,
+                    training_pair_texts)
 from .texts import PAIR_TEXT_COLUMNS, pair_texts
 
 __all__ = [
     "CORRECT_OVER_INCORRECT", "ImportedPairs", "MixCheck", "PAIR_TEXT_COLUMNS", "PairRules", "PairStats",
     "PairsOutcome", "SOURCES", "SPECIALIZED_OVER_BASE", "SPLITS", "TRAIN", "VALIDATION", "build_pairs",
-    "build_pairs_table", "export_published", "import_published", "load_rules", "mix_sources", "mix_within_tolerance",
-    "normalise_source", "pair_id", "pair_texts", "plan_salt", "rank_from_salts", "sample_rank", "save_rules",
+    "build_pairs_table", "current_pair_ids", "export_published", "import_published", "load_rules", "mix_sources", "mix_within_tolerance",
+    "normalise_source", "pairs_inputs", "pair_id", "pair_texts", "plan_salt", "rank_from_salts", "sample_rank", "save_rules",
     "split_for", "training_pair_texts",
 ]

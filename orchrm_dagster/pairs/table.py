@@ -18,6 +18,7 @@ from orchrm_dagster.pairs.texts import pair_texts
 from orchrm_dagster.storage import StorageRoot, Warehouse, scan_table
 
 RULES_FILE = "rules.json"
+INPUTS_FILE = "inputs.txt"  # the ingested batches (StorageRoot.ingested_inputs) the pairs were built from
 BUILD_MEMORY_LIMIT = "2GB"
 
 
@@ -30,7 +31,8 @@ class PairsOutcome:
 
 def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules) -> PairsOutcome:
     """Rebuilds `pairs` from the current runs and labels, and `imported_pairs` from `rules.import_files`; saves the
-    rules beside the pairs (`load_rules` reads them back)."""
+    rules beside the pairs (`load_rules` reads them back) and which ingested batches they were built from."""
+    inputs = root.ingested_inputs()  # taken before the build: a batch replaced meanwhile makes them stale
     with tempfile.TemporaryDirectory(prefix="orchrm-pairs-") as staging:
         out = str(Path(staging, "pairs.parquet"))
         with warehouse.scratch_connection(("runs", "labels"), memory_limit=BUILD_MEMORY_LIMIT) as con:
@@ -39,7 +41,23 @@ def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules)
             root.fs.put_file(out, target)
     save_rules(root, rules)
     imported, rejections = _import_files(root, rules)
+    with root.atomic_writer(root.path("tables", "pairs", INPUTS_FILE)) as target, root.fs.open(target, "w") as out:
+        out.write(inputs)
     return PairsOutcome(stats, imported, rejections)
+
+
+def pairs_inputs(root: StorageRoot) -> str | None:
+    """The ingested inputs the current pairs were built from (None: no pairs built yet)."""
+    path = root.path("tables", "pairs", INPUTS_FILE)
+    if not root.exists(path):
+        return None
+    with root.fs.open(path, "r") as src:
+        return src.read()
+
+
+def current_pair_ids(root: StorageRoot) -> pl.DataFrame:
+    """The pair_id of every pair reward-model training would read now (built and imported)."""
+    return pl.concat([scan_table(root, table).select("pair_id") for table in ("pairs", "imported_pairs")]).collect()
 
 
 def save_rules(root: StorageRoot, rules: PairRules) -> None:

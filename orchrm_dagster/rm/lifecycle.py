@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import RM_CHECKPOINTS, RM_SCORES
-from orchrm_dagster.pairs import TRAIN, VALIDATION, training_pair_texts
+from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, training_pair_texts
 from orchrm_dagster.rm.checkpoints import (MANIFEST, MODEL_SUBDIR, build_manifest, is_new_champion, list_versions,
                                            next_version, version_dir, write_manifest)
 from orchrm_dagster.rm.config import RMTrainConfig, ScoringSettings
@@ -24,6 +24,7 @@ from orchrm_dagster.storage import ParquetSink, StorageRoot, local_work_dir, roo
 
 CHAMPION_FILE = "champion.json"
 PAIR_PROBLEMS_FILE = "pair_problems.json"  # the problems of every pair a version saw, for held-out evaluation
+PAIR_IDS_FILE = "pair_ids.parquet"  # every pair in the tables when a version trained: new pairs are counted from it
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def synced_checkpoints_dir(root: StorageRoot, champion_model: bool = False) -> P
         if entry["type"] == "file" and name == CHAMPION_FILE:
             root.fs.get_file(entry["name"], str(base / CHAMPION_FILE))
         elif entry["type"] == "directory" and name.startswith("v") and name[1:].isdigit():
-            for small in (MANIFEST, PAIR_PROBLEMS_FILE):
+            for small in (MANIFEST, PAIR_PROBLEMS_FILE, PAIR_IDS_FILE):
                 local = base / name / small
                 if not local.exists() and root.fs.exists(f"{entry['name']}/{small}"):
                     local.parent.mkdir(parents=True, exist_ok=True)
@@ -115,14 +116,27 @@ def champion_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettin
     return champion["version"], scorer
 
 
-def pairs_since_champion(root: StorageRoot, pairs_now: int) -> int | None:
-    """How many more pairs the tables hold than when the champion trained (None: no champion yet)."""
-    from orchrm_dagster.rm.checkpoints import read_manifest
+def latest_version(root: StorageRoot) -> int | None:
+    """The latest finished reward-model version, champion or not (None: none trained yet)."""
+    versions = list_versions(str(synced_checkpoints_dir(root)))
+    return versions[-1]["version"] if versions else None
 
-    champion = current_champion(root)
-    if champion is None:
+
+def new_pairs_since_training(root: StorageRoot) -> int | None:
+    """Pairs in the tables now that were not there when the latest reward-model version trained (None: none has
+    trained yet). Counted by pair_id, so a rollout on problems whose pairs are at their caps, which replaces pairs
+    rather than adding to their number, counts too. The latest version, champion or not: a challenger the gate
+    turned down has seen the same pairs, and retraining on them again would learn nothing new."""
+    versions = list_versions(str(synced_checkpoints_dir(root)))
+    if not versions:
         return None
-    return pairs_now - (read_manifest(champion["path"]).get("pairs_available") or 0)
+    latest = versions[-1]
+    current = current_pair_ids(root)
+    seen_file = Path(latest["path"], PAIR_IDS_FILE)
+    if not seen_file.exists():  # a version trained before pair ids were recorded: compare counts
+        return current.height - (latest.get("pairs_available") or 0)
+    seen = pl.read_parquet(seen_file)
+    return current.join(seen, on="pair_id", how="anti").height
 
 
 def pair_problems(root: StorageRoot, version: int) -> frozenset[str] | None:
@@ -144,6 +158,8 @@ def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> Training
     """A new version trained on the pairs table (and imported pairs); the `rm_checkpoints` table is rewritten."""
     texts = training_pair_texts(root)
     available = texts.height
+    # the ids as `new_pairs_since_training` counts them later (the tables', including pairs whose runs are gone)
+    texts_pair_ids = current_pair_ids(root)
     if config.pair_sources:
         texts = texts.filter(pl.col("source").is_in(config.pair_sources))
     train, validation = _split(texts, TRAIN), _split(texts, VALIDATION)
@@ -151,7 +167,8 @@ def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> Training
         train = train.select(sorted(range(len(train)), key=lambda i: train.pair_id[i])[: config.max_train_pairs])
     kept = set(train.pair_id) | set(validation.pair_id)
     problems = texts.filter(pl.col("pair_id").is_in(kept)).get_column("problem_id").unique().sort().to_list()
-    outcome = train_new_version(root, train, validation, config, problems, pairs_available=available)
+    outcome = train_new_version(root, train, validation, config, problems, pairs_available=available,
+                                available_pair_ids=texts_pair_ids)
     root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
     return outcome
 
@@ -161,14 +178,16 @@ def _split(texts: pl.DataFrame, split: str) -> PairTexts:
 
 
 def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
-                      pair_problems: list[str] | None = None, pairs_available: int | None = None) -> TrainingOutcome:
+                      pair_problems: list[str] | None = None, pairs_available: int | None = None,
+                      available_pair_ids: pl.DataFrame | None = None) -> TrainingOutcome:
     # one training at a time per storage root, on any machine: versions are numbered, and the champion replaced,
     # in order
     with root_lock(root, "reward-model", timeout_s=6 * 3600, lease_s=6 * 3600):
-        return _train_new_version(root, train, validation, config, pair_problems, pairs_available)
+        return _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids)
 
 
-def _train_new_version(root, train, validation, config, pair_problems, pairs_available) -> TrainingOutcome:
+def _train_new_version(root, train, validation, config, pair_problems, pairs_available,
+                       available_pair_ids) -> TrainingOutcome:
     from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
     from orchrm_dagster.rm.train import train_reward_model
 
@@ -190,6 +209,8 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     manifest["pairs_available"] = pairs_available  # pairs in the tables when it trained: new ones are counted from it
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
     Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
+    if available_pair_ids is not None:
+        available_pair_ids.write_parquet(Path(folder, PAIR_IDS_FILE))
     write_manifest(folder, manifest)
     if becomes_champion:
         (base / CHAMPION_FILE).write_text(json.dumps({"version": version}))
@@ -248,14 +269,22 @@ def score_runs(root: StorageRoot, settings: ScoringSettings = ScoringSettings(),
     started = time.perf_counter()
     version, scorer = champion_scorer(root, settings)
     report = ScoringReport(version)
+    stale = set(batches_to_score(root, version))
     for batch_id in root.batch_ids("runs"):
-        if _scored_by(root, batch_id) == version:
+        if batch_id not in stale:
             report.batches_current += 1
             continue
         report.runs_scored += _score_batch(root, scorer, batch_id, version, rows_per_chunk)
         report.batches_scored += 1
     report.seconds = time.perf_counter() - started
     return report
+
+
+def batches_to_score(root: StorageRoot, version: int) -> list[str]:
+    """Run batches whose scores are not the champion `version`'s of their current runs: never scored, scored by
+    another version, or re-ingested since they were scored."""
+    return [b for b in root.batch_ids("runs")
+            if _scored_by(root, b) != version or root.batch_generation("rm_scores", b) < root.batch_generation("runs", b)]
 
 
 def _scored_by(root: StorageRoot, batch_id: str) -> int | None:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 LANDING_SUFFIXES = (".jsonl", ".parquet")
 CURRENT = "_CURRENT"  # in a batch folder: the name of the generation folder that holds the batch's parts now
+SOURCE = "_SOURCE"  # in a batch folder of `runs`: the fingerprint of the landed file its ingest read
 LANDING_SOURCES = ".sources.json"  # in the landing zone: which local file each landed name came from
 _BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -128,6 +129,26 @@ class StorageRoot:
         for legacy in self._list_names(folder):  # parts of the layout before generations
             if legacy.endswith(".parquet"):
                 self.fs.rm(legacy)
+
+    def batch_generation(self, table: str, batch_id: str) -> str:
+        """The batch's current generation ('' for none, or a batch written before generations): generation names
+        begin with their creation time, so a later write sorts after an earlier one."""
+        return self._current_generation(self.batch_dir(table, batch_id)) or ""
+
+    def mark_batch_source(self, table: str, batch_id: str, fingerprint: str) -> None:
+        """Records which landed file (by fingerprint) the batch's current content came from."""
+        self._write_atomically(f"{self.batch_dir(table, batch_id)}/{SOURCE}", fingerprint.encode())
+
+    def batch_source(self, table: str, batch_id: str) -> str | None:
+        pointer = f"{self.batch_dir(table, batch_id)}/{SOURCE}"
+        return self.fs.cat_file(pointer).decode() if self.fs.exists(pointer) else None
+
+    def ingested_inputs(self) -> str:
+        """A fingerprint of every ingested batch as it is now (its runs and labels generations): what pairs and
+        scores built from the ingested runs record, so the loop can tell when they are behind."""
+        lines = [f"{b}:{self.batch_generation('runs', b)}:{self.batch_generation('labels', b)}"
+                 for b in self.batch_ids("runs")]
+        return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:16]
 
     def _current_generation(self, folder: str) -> str | None:
         pointer = f"{folder}/{CURRENT}"

@@ -81,10 +81,10 @@ def test_a_published_checkpoint_is_a_policy_because_it_is_in_the_table(storage_r
     path = publish_checkpoint(storage_root, 1, staged, {"round": 1, "benchmark": "gsm8k"})
     assert checkpoint_policies(storage_root) == []  # published files alone are not a policy
     template = PolicySpec(name="x", prompt="orchestrator_fewshot", max_agents=2, max_new_tokens=384)
-    append_row(storage_root, "policy_checkpoints", checkpoint_row(1, str(path), "base", "orchrm", 3, template))
+    append_row(storage_root, "policy_checkpoints", checkpoint_row(1, str(path), "base", "orchrm", 3, template, True))
     [policy] = checkpoint_policies(storage_root)
     assert (policy.name, policy.kind, policy.step, policy.prompt) == (policy_name(1), "checkpoint", 1,
                                                                        "orchestrator_fewshot")
     assert policy.checkpoint_path == str(path) and (path / "manifest.json").exists()
-    append_row(storage_root, "policy_checkpoints", checkpoint_row(1, str(path), "base", "orchrm", 4, template))
+    append_row(storage_root, "policy_checkpoints", checkpoint_row(1, str(path), "base", "orchrm", 4, template, True))
     assert [r["rm_version"] for r in read_table(storage_root, "policy_checkpoints")] == [4]  # replaced, not doubled

@@ -12,20 +12,9 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 @pytest.fixture(scope="session")
 def tiny_policy(tmp_path_factory) -> str:
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, set_seed
+    from tests.tiny_models import make_tiny_policy
 
-    from orchrm_dagster.llm import EMBEDDED_GGUF, embedded_model_dir
-
-    folder = tmp_path_factory.mktemp("tiny_policy")
-    tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_dir()), gguf_file=EMBEDDED_GGUF)
-    set_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return make_tiny_policy(tmp_path_factory.mktemp("tiny_policy"))
 
 
 @pytest.fixture
@@ -91,3 +80,52 @@ def test_two_rounds_never_run_at_once(champion_root, tiny_policy):
     with FileLock(str(local_work_dir(champion_root) / "grpo" / "round.lock")):
         with pytest.raises(RuntimeError, match="another GRPO round"):
             run_round(champion_root, 1, SETTINGS, registry(tiny_policy), BackendSpec())
+
+
+def test_the_policy_gate_promotes_unless_held_out_reward_falls_past_the_margin_or_accuracy_falls():
+    from orchrm_dagster.grpo import HeldOut, policy_gate
+
+    def gate(before, after, margin=0.0, accuracy_before=None, accuracy_after=None):
+        return policy_gate(HeldOut(before, [], accuracy_before), HeldOut(after, [], accuracy_after), margin)
+
+    assert gate(0.5, 0.5).promoted and gate(0.5, 0.75).promoted  # equal or higher
+    fell = gate(0.5, 0.25, margin=0.1)
+    assert not fell.promoted and "0.5000" in fell.reason and "0.2500" in fell.reason and "0.1" in fell.reason
+    assert gate(0.5, 0.45, margin=0.1).promoted  # fell by less than the margin
+    assert not gate(0.5, 0.25).promoted  # margin 0: any fall is one too many
+    worse = gate(0.5, 0.75, accuracy_before=0.6, accuracy_after=0.4)  # reward rose, accuracy fell
+    assert not worse.promoted and "accuracy" in worse.reason and "0.600" in worse.reason and "0.400" in worse.reason
+    assert gate(0.5, 0.75, accuracy_before=0.4, accuracy_after=0.4).promoted  # accuracy held
+    assert gate(0.5, 0.75, accuracy_before=0.6, accuracy_after=None).promoted  # not measured after: ignored
+    assert gate(0.5, 0.75, accuracy_before=None, accuracy_after=0.1).promoted  # not measured before: ignored
+    assert not gate(0.5, 0.25, accuracy_before=None, accuracy_after=0.9).promoted  # still gated on reward
+    promoted = gate(0.5, 0.75, accuracy_before=0.25, accuracy_after=0.5)
+    assert "0.5000" in promoted.reason and "0.7500" in promoted.reason and "0.250" in promoted.reason
+
+
+def test_a_round_whose_held_out_reward_falls_is_not_promoted_and_the_next_starts_from_the_last_promoted(
+        champion_root, tiny_policy):
+    import dataclasses
+    from pathlib import Path
+
+    always, never = dataclasses.replace(SETTINGS, policy_margin=1e9), dataclasses.replace(SETTINGS, policy_margin=-1e9)
+    first = run_round(champion_root, 1, always, registry(tiny_policy), BackendSpec())
+    assert first.row["promoted"] is True and first.row["start_policy"] == "tiny"
+    second = run_round(champion_root, 2, never, registry(tiny_policy), BackendSpec())
+    assert second.row["start_policy"] == "grpo-r0001"
+    rounds = {r["round"]: r for r in read_table(champion_root, "grpo_rounds")}
+    assert rounds[2]["promoted"] is False and "fell" in rounds[2]["reason"]
+    assert Path(second.path, "manifest.json").exists()  # a rejected checkpoint is kept, only not used
+    checkpoints = {r["round"]: r for r in read_table(champion_root, "policy_checkpoints")}
+    assert checkpoints[2]["promoted"] is False and checkpoints[2]["in_use"] is False
+    assert checkpoints[1]["promoted"] is True and checkpoints[1]["in_use"] is True  # still what rolls out
+
+    third = run_round(champion_root, 3, always, registry(tiny_policy), BackendSpec())
+    assert third.row["start_policy"] == "grpo-r0001"  # not the rejected grpo-r0002
+    assert third.row["heldout_reward_before"] == first.row["heldout_reward_after"]
+    rounds = {r["round"]: r for r in read_table(champion_root, "grpo_rounds")}
+    assert rounds[3]["start_policy"] == "grpo-r0001" and rounds[3]["promoted"] is True
+    checkpoints = {r["round"]: r for r in read_table(champion_root, "policy_checkpoints")}
+    assert checkpoints[3]["base_model"] == checkpoints[1]["path"] == first.path
+    assert [r for r, row in checkpoints.items() if row["in_use"]] == [3]
+    assert Path(second.path).exists() and checkpoints[2]["promoted"] is False

@@ -3,14 +3,14 @@
 import orjson
 import pytest
 
-from orchrm_dagster.orchestration import (ExecutionSettings, PlanSamplingSettings, PlanScore, PolicySpec,
+from orchrm_dagster.orchestration import (Cell, ExecutionSettings, PlanSamplingSettings, PlanScore, PolicySpec,
                                           ScoredSamples, best_of_n, execute_and_land, read_samples,
                                           sample_partition, score_samples)
 from orchrm_dagster.orchestration.sampling import PlanSample
 
 from .test_sampling_and_execution import PLAN, ScriptedBackend
 
-KEY = "gsm8k|p"
+KEY = Cell("gsm8k", "p")
 
 
 def sample(problem: str, index: int, parses: bool = True) -> PlanSample:
@@ -54,7 +54,7 @@ def champion_root(storage_root, tiny_backbone):
 
 
 def test_scores_are_stored_and_reused_for_the_same_champion(champion_root):
-    sample_partition(champion_root, KEY, "gsm8k", PolicySpec(name="p"), ScriptedBackend(), PlanSamplingSettings(3, 2))
+    sample_partition(champion_root, "gsm8k", PolicySpec(name="p"), ScriptedBackend(), PlanSamplingSettings(3, 2))
     samples = read_samples(champion_root, KEY)
     first = score_samples(champion_root, KEY, samples)
     assert first.newly_scored == 6 and first.rm_version == 1 and all(s.tokens > 0 for s in first.scores.values())
@@ -71,7 +71,7 @@ def test_the_runner_in_best_of_n_mode_executes_one_plan_per_problem(champion_roo
             return [o if r.grammar is None else type(o)(variants[i % 3], o.prompt_tokens, o.completion_tokens,
                                                           o.token_logprobs) for i, (r, o) in enumerate(zip(requests, out))]
 
-    sample_partition(champion_root, KEY, "gsm8k", PolicySpec(name="p"), Varied(), PlanSamplingSettings(3, 2))
+    sample_partition(champion_root, "gsm8k", PolicySpec(name="p"), Varied(), PlanSamplingSettings(3, 2))
     executor = ScriptedBackend()
     settings = ExecutionSettings(selection="orchrm_bon", best_of_n=3, concurrent_plans=1)
     report, landed = execute_and_land(champion_root, KEY, executor, settings)

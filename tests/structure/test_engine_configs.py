@@ -9,7 +9,7 @@ import pkgutil
 
 import pytest
 
-import assets.configs  # noqa: F401  (generates the run configs)
+import orchrm_dagster.glue.run_configs as run_configs
 import orchrm_dagster
 from orchrm_dagster.glue import resources  # noqa: F401  (generates the resources' fields)
 from orchrm_dagster.glue.config_bridge import (EngineConfig, dagster_config, defaults_of, engine_class_of,
@@ -75,7 +75,7 @@ def test_defaults_round_trip_to_the_engine(generated, engine):
 def test_a_value_set_in_run_config_reaches_the_engine_nested_and_as_a_tuple():
     from orchrm_dagster.orchestration import ExecutionSettings
 
-    config = assets.configs.ExecutionConfig(agents={"sc_samples": 3, "debate_roles": ["A", "B", "C"]})
+    config = run_configs.ExecutionConfig(agents={"sc_samples": 3, "debate_roles": ["A", "B", "C"]})
     engine = config.to_engine()
     assert isinstance(engine, ExecutionSettings)
     assert engine.agents.sc_samples == 3 and engine.agents.debate_roles == ("A", "B", "C")
@@ -83,7 +83,7 @@ def test_a_value_set_in_run_config_reaches_the_engine_nested_and_as_a_tuple():
 
 def test_the_engine_validates_what_the_launchpad_passes():
     with pytest.raises(ValueError, match="sc_samples"):
-        assets.configs.ExecutionConfig(agents={"sc_samples": 0}).to_engine()
+        run_configs.ExecutionConfig(agents={"sc_samples": 0}).to_engine()
 
 
 def test_a_field_added_to_an_engine_config_appears_in_dagster():
@@ -100,6 +100,6 @@ def test_a_field_added_to_an_engine_config_appears_in_dagster():
 def test_a_nested_config_whose_parent_sets_other_defaults_shows_and_passes_them():
     from orchrm_dagster.grpo import GRPOSettings
 
-    launchpad = _launchpad_fields(assets.configs.GRPORoundConfig)["execution"].default_value
+    launchpad = _launchpad_fields(run_configs.GRPORoundConfig)["execution"].default_value
     assert launchpad["subagent_max_new_tokens"] == 96 and launchpad["agents"]["sc_samples"] == 3
-    assert assets.configs.GRPORoundConfig().to_engine() == GRPOSettings()
+    assert run_configs.GRPORoundConfig().to_engine() == GRPOSettings()

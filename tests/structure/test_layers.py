@@ -1,6 +1,7 @@
 """The engine's layers point one way: a test over every import statement of the package (AST, no imports run).
 
-- Only the Dagster glue (`orchrm_dagster/glue/`, `orchrm_dagster/definitions.py`) imports Dagster or `assets`.
+- Only the Dagster glue (`orchrm_dagster/glue/`, `orchrm_dagster/definitions.py`) imports Dagster, and only
+  `definitions.py` imports `assets`: the glue serves the assets, never the other way round.
 - A unit imports another unit only through its root (`from orchrm_dagster.llm import X`), never its internals.
 - A unit imports only the units it is allowed to (below it): the map below is the architecture, written down.
 - `assets/` reaches the engine through unit roots too.
@@ -36,6 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "rm",
              "orchestration", "evaluation", "reporting"},
+    "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
 }
 GLUE = {"glue", "definitions"}
 DAGSTER_MODULES = ("dagster", "dagster_k8s", "dagster_postgres", "assets")
@@ -69,6 +71,8 @@ def violations(package: Path = PACKAGE) -> list[str]:
             top = module.split(".")[0]
             if unit not in GLUE and top in DAGSTER_MODULES:
                 problems.append(f"{where}:{line}: the engine imports {module} (only the glue may)")
+            if unit == "glue" and top == "assets":
+                problems.append(f"{where}:{line}: the glue imports {module} (only definitions.py assembles assets)")
             if top != "orchrm_dagster":
                 continue
             parts = module.split(".")
@@ -118,6 +122,14 @@ def test_assets_reach_the_engine_through_unit_roots():
             if parts[0] == "orchrm_dagster" and len(parts) > 2 and parts[1] not in GLUE:
                 problems.append(f"{path.relative_to(ROOT)}:{line}: {module}")
     assert problems == []
+
+
+def test_the_glue_never_imports_assets(tmp_path):
+    probe = tmp_path / "orchrm_dagster" / "glue" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("from assets.sensors import landing_zone_sensor\n")
+    [found] = violations(tmp_path / "orchrm_dagster")
+    assert "the glue imports assets.sensors" in found
 
 
 @pytest.mark.parametrize("bad, message", [

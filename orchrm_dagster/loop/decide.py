@@ -1,0 +1,149 @@
+"""The loop's rules, written once: from the loop's state, what happens next. The daemon's sensors and
+`orchrm loop` both ask this function and request exactly the steps it returns.
+
+The order is the chain's: ingest what landed; rebuild pairs from what is ingested; retrain the reward model once
+enough new pairs arrived; score every run with the champion; then the GRPO part: roll out the last promoted
+checkpoint, and start the next round, until the rounds or the token budget are spent. A step whose run is in
+flight is waited for; a step that failed `max_attempts` times is given up on and reported with its cause. A
+batch that failed holds nothing: the chain goes on with the batches that are ingested.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchrm_dagster.grpo import GRPOSettings
+from orchrm_dagster.loop.settings import LoopSettings
+from orchrm_dagster.loop.state import Batch, LoopState
+from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
+from orchrm_dagster.rm import RMTrainConfig
+
+StepKind = Literal["ingest", "pairs", "reward_model", "scores", "rollout", "round"]
+LEARNING: tuple[StepKind, ...] = ("ingest", "pairs", "reward_model", "scores")  # run whether rounds are on or not
+ROUNDS: tuple[StepKind, ...] = ("rollout", "round")  # the GRPO part, when the loop is switched on
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: StepKind
+    key: str  # the work itself: its runs carry the key, so the same work is never asked for twice at once
+    attempt: int  # earlier failed runs of the same key
+    why: str
+    batch: Batch | None = None  # ingest
+    round: int | None = None  # rollout (the checkpoint's round), round (the round to start)
+    benchmark: str | None = None  # rollout
+    policy: str | None = None  # rollout
+    sampling: PlanSamplingSettings | None = None  # rollout
+    execution: ExecutionSettings | None = None  # rollout
+    grpo: GRPOSettings | None = None  # round
+    reward_model: RMTrainConfig | None = None  # reward_model
+
+    @property
+    def run_key(self) -> str:
+        return f"{self.key}#{self.attempt}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    steps: tuple[Step, ...] = ()
+    waiting: tuple[str, ...] = ()  # steps in flight
+    blocked: str | None = None  # what no step of the loop's own can bring (no reward model without pairs)
+    failed: tuple[tuple[str, str], ...] = ()  # (step key, cause) of steps given up on
+    stopped: str | None = None  # the rounds are done, and why
+
+
+@dataclass
+class _Draft:
+    state: LoopState
+    settings: LoopSettings
+    steps: list[Step] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    blocked: str | None = None
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+    def ask(self, step: Step) -> bool:
+        """Adds `step` unless its run is in flight or it failed too often; True when it holds what follows
+        (asked for, in flight, or given up on)."""
+        runs = self.state.runs
+        if step.key in runs.in_flight:
+            self.waiting.append(f"{step.key} (in flight)")
+            return True
+        attempts, cause = runs.failures.get(step.key, (0, ""))
+        if attempts >= self.settings.max_attempts:
+            self.failed.append((step.key, cause))
+            return True
+        self.steps.append(Step(**{**step.__dict__, "attempt": attempts}))
+        return True
+
+    def decision(self, stopped: str | None = None) -> Decision:
+        return Decision(tuple(self.steps), tuple(self.waiting), self.blocked, tuple(self.failed), stopped)
+
+
+def ingest_step(batch: Batch) -> Step:
+    """Ingesting one landed file as it is now (a file replaced since is another step)."""
+    return Step("ingest", f"ingest:{batch.batch_id}:{batch.fingerprint}", 0, f"{batch.name} landed", batch=batch)
+
+
+def decide(state: LoopState, settings: LoopSettings) -> Decision:
+    draft = _Draft(state, settings)
+    for batch in state.batches:
+        if not batch.ingested:
+            draft.ask(ingest_step(batch))
+    if draft.steps:  # what is landing now is ingested before pairs are built; a failed batch holds nothing
+        return draft.decision()
+    if _learning(draft):
+        return draft.decision()
+    return _rounds(draft)
+
+
+def _learning(draft: _Draft) -> bool:
+    """Pairs, reward model and scores; True when one of them is asked for or holds the rest."""
+    state, settings = draft.state, draft.settings
+    if state.ingested_batches and state.pairs_inputs != state.inputs:
+        return draft.ask(Step("pairs", f"pairs:{state.inputs}", 0, "the ingested batches changed"))
+    if state.pairs and (state.new_pairs is None or state.new_pairs >= settings.retrain_min_new_pairs):
+        why = ("no reward model yet" if state.new_pairs is None else
+               f"{state.new_pairs} new pairs since the reward model last trained "
+               f"(retrains at {settings.retrain_min_new_pairs})")
+        return draft.ask(Step("reward_model", f"reward_model:{state.inputs}", 0, why,
+                              reward_model=settings.reward_model))
+    if state.champion is not None and state.batches_to_score:
+        return draft.ask(Step("scores", f"scores:v{state.champion}:{state.inputs}", 0,
+                              f"{len(state.batches_to_score)} batches without the champion's scores"))
+    return False
+
+
+def _rounds(draft: _Draft) -> Decision:
+    state, settings = draft.state, draft.settings
+    if state.champion is None:
+        draft.blocked = "no champion reward model yet (it trains once the ingested runs make pairs)"
+        return draft.decision()
+    last = state.rounds[-1] if state.rounds else None
+    if last is not None and last.promoted and _rollout(draft, last):
+        return draft.decision()
+    if len(state.rounds) >= settings.rounds:
+        return draft.decision(f"the loop has run its {settings.rounds} rounds")
+    if settings.token_budget is not None and state.tokens_spent >= settings.token_budget:
+        return draft.decision(f"the loop has spent its token budget ({state.tokens_spent:,} of "
+                              f"{settings.token_budget:,} tokens)")
+    number = (last.round if last else 0) + 1
+    draft.ask(Step("round", f"round:{number}", 0, f"round {number} of {settings.rounds}", round=number,
+                   grpo=settings.round))
+    return draft.decision()
+
+
+def _rollout(draft: _Draft, last) -> bool:
+    """The promoted checkpoint (and the base policy) executes plans on the round's training problems once."""
+    settings = draft.settings
+    policies = (last.policy, last.base_policy) if settings.rollout_base else (last.policy,)
+    sampling = PlanSamplingSettings(n_samples=settings.rollout_samples, problem_ids=last.train_problems,
+                                    seed=settings.rollout_seed)
+    held = False
+    for policy in policies:
+        key = f"rollout:{last.round}:{policy}"
+        if key not in draft.state.runs.succeeded:
+            held |= draft.ask(Step("rollout", key, 0, f"round {last.round}'s checkpoint rolls out", round=last.round,
+                                   benchmark=last.benchmark, policy=policy, sampling=sampling,
+                                   execution=settings.rollout_execution))
+    return held

@@ -1,0 +1,64 @@
+"""The loop's state as the storage root holds it: what landed and what of it is ingested, what the pairs and the
+scores were built from, the reward model, the rounds. The orchestrator's runs (in flight, failed) come from the
+caller, who knows the orchestrator."""
+
+from __future__ import annotations
+
+
+from orchrm_dagster.grpo import policy_manifest, read_table
+from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
+from orchrm_dagster.pairs import current_pair_ids, pairs_inputs
+from orchrm_dagster.rm import batches_to_score, current_champion, latest_version, new_pairs_since_training
+from orchrm_dagster.storage import LandedFile, StorageRoot
+
+
+def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
+    built_from = pairs_inputs(root)
+    pairs = current_pair_ids(root).height if built_from is not None else 0
+    champion = current_champion(root)
+    version = champion["version"] if champion else None
+    return LoopState(
+        batches=tuple(Batch(f.batch_id, f.name, f.fingerprint, is_ingested(root, f)) for f in root.landed_files()),
+        ingested_batches=len(root.batch_ids("runs")),
+        inputs=root.ingested_inputs(),
+        pairs_inputs=built_from,
+        pairs=pairs,
+        new_pairs=_new_pairs(root, built_from, latest_version(root)) if pairs else None,
+        champion=version,
+        batches_to_score=tuple(batches_to_score(root, version)) if version is not None else (),
+        rounds=rounds(root),
+        runs=runs,
+    )
+
+
+_NEW_PAIRS: dict[tuple[str, str, int | None], int | None] = {}
+
+
+def _new_pairs(root: StorageRoot, built_from: str, version: int | None) -> int | None:
+    """Reads every pair id only when the pairs or the latest reward model changed: a sensor asks every few seconds."""
+    key = (root.url, built_from, version)
+    if key not in _NEW_PAIRS:
+        if len(_NEW_PAIRS) > 64:
+            _NEW_PAIRS.clear()
+        _NEW_PAIRS[key] = new_pairs_since_training(root)
+    return _NEW_PAIRS[key]
+
+
+def is_ingested(root: StorageRoot, landed: LandedFile) -> bool:
+    """The landed content is the batch's (its ingest recorded this fingerprint) and its labels are not older."""
+    batch = landed.batch_id
+    return (root.batch_source("runs", batch) == landed.fingerprint
+            and root.batch_generation("labels", batch) >= root.batch_generation("runs", batch))
+
+
+def rounds(root: StorageRoot) -> tuple[Round, ...]:
+    rows = read_table(root, "grpo_rounds")
+    found = []
+    for row in rows:
+        rolls_out = row is rows[-1] and row["promoted"]  # only the last round may still roll out, if promoted
+        manifest = policy_manifest(root, row["round"]) if rolls_out else {}
+        found.append(Round(row["round"], row["policy_checkpoint"], bool(row["promoted"]),
+                           row["generation_tokens"] + row["reward_tokens"] + row["rollout_tokens"],
+                           manifest.get("benchmark", ""), manifest.get("scratch_policy", ""),
+                           tuple(manifest.get("train_problems", ()))))
+    return tuple(found)

@@ -1,0 +1,56 @@
+"""What the loop decides from: the data under the storage root, and the runs the orchestrator has made."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A file in the landing zone."""
+
+    batch_id: str
+    name: str
+    fingerprint: str
+    ingested: bool  # its content as landed now is ingested and labeled
+
+
+@dataclass(frozen=True)
+class Round:
+    """A finished GRPO round."""
+
+    round: int
+    policy: str  # its checkpoint's name as a policy
+    promoted: bool
+    tokens: int  # generation, reward and rollout tokens it spent
+    benchmark: str
+    base_policy: str  # the policy whose plans its checkpoint's are preferred over
+    train_problems: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StepRuns:
+    """The orchestrator's runs of the loop's steps, by step key."""
+
+    in_flight: frozenset[str] = frozenset()
+    succeeded: frozenset[str] = frozenset()
+    failures: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # key -> (failed runs, latest cause)
+
+
+@dataclass(frozen=True)
+class LoopState:
+    batches: tuple[Batch, ...] = ()
+    ingested_batches: int = 0  # run batches in the tables
+    inputs: str = ""  # the ingested batches as they are now (StorageRoot.ingested_inputs)
+    pairs_inputs: str | None = None  # the ingested batches the pairs were built from (None: no pairs yet)
+    pairs: int = 0  # pairs reward-model training reads (built and imported)
+    new_pairs: int | None = None  # pairs added since the reward model last trained (None: it never did)
+    champion: int | None = None
+    batches_to_score: tuple[str, ...] = ()  # run batches without the champion's scores of their current runs
+    rounds: tuple[Round, ...] = ()
+    runs: StepRuns = StepRuns()
+
+    @property
+    def tokens_spent(self) -> int:
+        return sum(r.tokens for r in self.rounds)

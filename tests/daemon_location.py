@@ -1,0 +1,35 @@
+"""The code location the daemon test serves: the project's own Definitions, with tiny models and small settings
+(paths from the test's environment), and sensors that tick every 5 seconds."""
+
+import os
+
+from orchrm_dagster.definitions import build_definitions
+from orchrm_dagster.glue.resources import LLMBackendResource, LoopResource, PolicyConfig, PolicyRegistry
+from orchrm_dagster.grpo import GRPOSettings
+from orchrm_dagster.loop import LoopSettings
+from orchrm_dagster.orchestration import ExecutionSettings
+from orchrm_dagster.rm import RMTrainConfig, ScoringSettings
+from orchrm_dagster.glue.config_bridge import from_engine
+
+POLICY, BACKBONE = os.environ["ORCHRM_TEST_TINY_POLICY"], os.environ["ORCHRM_TEST_TINY_BACKBONE"]
+
+LOOP = LoopSettings(
+    rounds=2, retrain_min_new_pairs=10, rollout_samples=2, max_attempts=int(os.environ.get("ORCHRM_TEST_ATTEMPTS", "2")),
+    rollout_execution=ExecutionSettings(subagent_max_new_tokens=8, plan_timeout_s=120.0, concurrent_plans=4,
+                                        agents={"sc_samples": 2, "debate_rounds": 1, "reflexion_rounds": 1}),
+    reward_model=RMTrainConfig(backbone=BACKBONE, max_length=64, epochs=1, batch_size=8, save_steps=1000,
+                               device="cpu"),
+    round=GRPOSettings(policy="tiny-fewshot", scratch_policy="tiny-base", steps=1, group_size=2, micro_batch_size=2,
+                       train_problems=2, heldout_problems=1, heldout_samples=2, heldout_execute=False,
+                       max_completion_tokens=384, device="cpu", policy_margin=1e9,
+                       scoring=ScoringSettings(device="cpu", max_length=64)))
+
+defs = build_definitions(
+    llm=LLMBackendResource(kind="transformers", model=POLICY, device="cpu"),
+    policy_registry=PolicyRegistry(policies=[
+        PolicyConfig(name="tiny-base", kind="base", model=POLICY, max_new_tokens=384, max_agents=2),
+        PolicyConfig(name="tiny-fewshot", kind="specialized", model=POLICY, max_new_tokens=384, max_agents=2,
+                     prompt="orchestrator_fewshot")]),
+    loop=from_engine(LoopResource, LOOP),
+    sensor_interval_s=5,
+)

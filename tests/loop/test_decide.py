@@ -1,0 +1,125 @@
+"""The loop's rules, written once in `decide`: given a state, what happens next."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from orchrm_dagster.loop import Batch, LoopSettings, LoopState, Round, StepRuns, decide
+
+SETTINGS = LoopSettings(rounds=2, retrain_min_new_pairs=50)
+CURRENT = LoopState(ingested_batches=2, inputs="i1", pairs_inputs="i1", pairs=200, new_pairs=0, champion=1)
+
+
+def kinds(decision):
+    return [step.kind for step in decision.steps]
+
+
+def a_round(number, promoted=True, tokens=1000):
+    return Round(number, f"grpo-r{number:04d}", promoted, tokens, "gsm8k", "smollm2-base", ("p1", "p2"))
+
+
+def test_landed_files_are_ingested_first():
+    state = dataclasses.replace(CURRENT, batches=(Batch("a.jsonl", "a.jsonl", "10:1", False),
+                                                  Batch("b.jsonl", "b.jsonl", "20:1", True)))
+    decision = decide(state, SETTINGS)
+    assert kinds(decision) == ["ingest"] and decision.steps[0].batch.batch_id == "a.jsonl"
+    assert decision.steps[0].key == "ingest:a.jsonl:10:1" and decision.steps[0].run_key == "ingest:a.jsonl:10:1#0"
+
+
+def test_a_failed_batch_holds_nothing_and_is_reported_with_its_cause():
+    failed = Batch("bad.jsonl", "bad.jsonl", "5:1", False)
+    runs = StepRuns(failures={"ingest:bad.jsonl:5:1": (2, "OSError: disk gone")})
+    state = dataclasses.replace(CURRENT, batches=(failed,), inputs="i2", runs=runs)
+    decision = decide(state, SETTINGS)
+    assert kinds(decision) == ["pairs"]  # the other batches' pairs are rebuilt
+    assert decision.failed == (("ingest:bad.jsonl:5:1", "OSError: disk gone"),)
+
+
+def test_a_failed_step_is_asked_for_again_until_its_attempts_are_spent():
+    runs = StepRuns(failures={"pairs:i2": (1, "boom")})
+    retry = decide(dataclasses.replace(CURRENT, inputs="i2", runs=runs), SETTINGS)
+    assert kinds(retry) == ["pairs"] and retry.steps[0].attempt == 1 and retry.steps[0].run_key == "pairs:i2#1"
+    spent = decide(dataclasses.replace(CURRENT, inputs="i2", runs=StepRuns(failures={"pairs:i2": (2, "boom")})),
+                   SETTINGS)
+    assert spent.steps == () and spent.failed == (("pairs:i2", "boom"),)
+
+
+def test_a_step_in_flight_is_waited_for_not_asked_twice():
+    decision = decide(dataclasses.replace(CURRENT, inputs="i2", runs=StepRuns(in_flight=frozenset({"pairs:i2"}))),
+                      SETTINGS)
+    assert decision.steps == () and decision.waiting == ("pairs:i2 (in flight)",)
+
+
+@pytest.mark.parametrize("new_pairs, champion, retrains", [(None, None, True), (49, 1, False), (50, 1, True)])
+def test_the_reward_model_retrains_once_enough_new_pairs_arrived(new_pairs, champion, retrains):
+    state = dataclasses.replace(CURRENT, new_pairs=new_pairs, champion=champion)
+    decision = decide(state, SETTINGS)
+    assert ("reward_model" in kinds(decision)) == retrains
+    if retrains:
+        assert decision.steps[0].reward_model == SETTINGS.reward_model
+
+
+def test_runs_the_champion_has_not_scored_are_scored():
+    decision = decide(dataclasses.replace(CURRENT, batches_to_score=("b.jsonl",)), SETTINGS)
+    assert kinds(decision) == ["scores"] and decision.steps[0].key == "scores:v1:i1"
+
+
+def test_the_first_round_starts_once_the_learning_part_is_current():
+    decision = decide(CURRENT, SETTINGS)
+    assert kinds(decision) == ["round"] and decision.steps[0].round == 1 and decision.steps[0].grpo == SETTINGS.round
+
+
+def test_no_round_without_a_champion():
+    decision = decide(dataclasses.replace(CURRENT, pairs=0, champion=None, new_pairs=None), SETTINGS)
+    assert decision.steps == () and decision.blocked.startswith("no champion reward model yet")
+
+
+def test_a_promoted_checkpoint_rolls_out_with_the_base_policy_before_the_next_round():
+    decision = decide(dataclasses.replace(CURRENT, rounds=(a_round(1),)), SETTINGS)
+    assert kinds(decision) == ["rollout", "rollout"]
+    assert [s.policy for s in decision.steps] == ["grpo-r0001", "smollm2-base"]
+    step = decision.steps[0]
+    assert step.sampling.problem_ids == ("p1", "p2") and step.sampling.n_samples == SETTINGS.rollout_samples
+    assert step.execution == SETTINGS.rollout_execution and step.benchmark == "gsm8k"
+    done = StepRuns(succeeded=frozenset({"rollout:1:grpo-r0001", "rollout:1:smollm2-base"}))
+    assert kinds(decide(dataclasses.replace(CURRENT, rounds=(a_round(1),), runs=done), SETTINGS)) == ["round"]
+
+
+def test_a_rejected_checkpoint_never_rolls_out_and_the_next_round_starts():
+    decision = decide(dataclasses.replace(CURRENT, rounds=(a_round(1, promoted=False),)), SETTINGS)
+    assert kinds(decision) == ["round"] and decision.steps[0].round == 2
+
+
+def test_the_loop_stops_at_its_rounds_and_at_its_budget():
+    rounds = (a_round(1, promoted=False), a_round(2, promoted=False))
+    assert decide(dataclasses.replace(CURRENT, rounds=rounds), SETTINGS).stopped == "the loop has run its 2 rounds"
+    budget = dataclasses.replace(SETTINGS, rounds=5, token_budget=1500)
+    assert "token budget" in decide(dataclasses.replace(CURRENT, rounds=rounds), budget).stopped
+
+
+batches = st.lists(st.builds(Batch, st.text("abc", min_size=1, max_size=3).map(lambda s: s + ".jsonl"),
+                             st.just("x.jsonl"), st.text("0123", min_size=1, max_size=3), st.booleans()),
+                   max_size=4, unique_by=lambda b: b.batch_id)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(batches=batches, pairs=st.integers(0, 300), new_pairs=st.one_of(st.none(), st.integers(0, 300)),
+       champion=st.one_of(st.none(), st.integers(1, 3)), n_rounds=st.integers(0, 3), promoted=st.booleans(),
+       stale_pairs=st.booleans(), in_flight=st.booleans())
+def test_every_state_gets_one_phase_of_work_and_never_a_step_in_flight(batches, pairs, new_pairs, champion, n_rounds,
+                                                                       promoted, stale_pairs, in_flight):
+    state = LoopState(batches=tuple(batches), ingested_batches=1, inputs="now",
+                      pairs_inputs="before" if stale_pairs else "now", pairs=pairs, new_pairs=new_pairs,
+                      champion=champion, rounds=tuple(a_round(r, promoted) for r in range(1, n_rounds + 1)))
+    first = decide(state, SETTINGS)
+    if in_flight and first.steps:
+        busy = dataclasses.replace(state, runs=StepRuns(in_flight=frozenset(s.key for s in first.steps)))
+        again = decide(busy, SETTINGS)
+        assert not {s.key for s in again.steps} & {s.key for s in first.steps}
+    assert len({s.kind for s in first.steps}) <= 1  # one phase at a time: the chain's order holds
+    assert not (first.steps and first.stopped)
+    if any(not b.ingested for b in batches):
+        assert {s.kind for s in first.steps} == {"ingest"}
+    if {"round", "rollout"} & {s.kind for s in first.steps}:
+        assert champion is not None and all(b.ingested for b in batches) and not stale_pairs

@@ -1,0 +1,207 @@
+"""The unattended loop, end to end, as a team leaves it running: `dagster-daemon run` on a workspace file, a fresh
+DAGSTER_HOME, and nothing touched but the landing folder (and the switch that turns the GRPO rounds on). Tiny random
+models keep it fast; every step is the real one. The assertions read the tables, not logs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchrm_dagster.synthetic import generate_runs, write_jsonl
+from tests.tiny_models import make_tiny_backbone, make_tiny_policy
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return (make_tiny_policy(tmp_path_factory.mktemp("policy")), make_tiny_backbone(tmp_path_factory.mktemp("rm")))
+
+
+class Daemon:
+    def __init__(self, tmp_path: Path, tiny, attempts: int = 2):
+        self.storage = tmp_path / "storage"
+        self.home = tmp_path / "dagster_home"
+        self.workspace = tmp_path / "workspace.yaml"
+        self.workspace.write_text(f"load_from:\n  - python_file:\n      relative_path: {REPO / 'tests/daemon_location.py'}\n"
+                                  f"      working_directory: {REPO}\n      location_name: orchrm\n")
+        self.env = {**os.environ, "ORCHRM_STORAGE": str(self.storage), "DAGSTER_HOME": str(self.home),
+                    "ORCHRM_TEST_TINY_POLICY": tiny[0], "ORCHRM_TEST_TINY_BACKBONE": tiny[1],
+                    "ORCHRM_TEST_ATTEMPTS": str(attempts), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                    "PYTHONPATH": str(REPO)}
+        os.environ["ORCHRM_STORAGE"], os.environ["DAGSTER_HOME"] = str(self.storage), str(self.home)
+        from orchrm_dagster.glue.instance import ensure_dagster_home
+
+        ensure_dagster_home()  # the instance config orchrm writes on first use (pools, run monitoring)
+        self.log = open(tmp_path / "daemon.log", "w")
+        self.process = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w",
+                                         str(self.workspace)], env=self.env, cwd=REPO, stdout=self.log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+
+    def dagster(self, *args: str) -> None:
+        subprocess.run([str(Path(sys.executable).with_name("dagster")), *args, "-w", str(self.workspace)],
+                       env=self.env, cwd=REPO, check=True, capture_output=True, timeout=120)
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.log.close()
+
+    def root(self):
+        from orchrm_dagster.storage import StorageRoot
+
+        return StorageRoot(str(self.storage))
+
+    def query(self, statement: str):
+        from orchrm_dagster.storage import StorageSettings
+
+        warehouse = StorageSettings(root=str(self.storage)).warehouse()
+        try:
+            warehouse.refresh_views()
+            return warehouse.query(statement).to_pylist()
+        except Exception:  # noqa: BLE001  (a table not written yet, or a view being rebuilt)
+            return None
+
+    def land(self, tmp_path: Path, name: str, runs) -> None:
+        write_jsonl(runs, tmp_path / name)
+        self.root().land(tmp_path / name)
+
+    def wait(self, what: str, condition, timings: dict, started: float) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the daemon exited while waiting for {what}")
+            if condition():
+                timings[what] = round(time.monotonic() - started, 1)
+                print(f"{what}: {timings[what]} s", flush=True)
+                return
+            time.sleep(1)
+        raise AssertionError(f"timed out waiting for {what}; daemon log: {self.log.name}")
+
+
+def value(rows, key="n"):
+    return rows[0][key] if rows else None
+
+
+def batch(n: int, seed: int, first_problem: int):
+    return generate_runs(n, seed=seed, benchmarks=("gsm8k_test",), plans_decide=True, first_problem=first_problem)
+
+
+def test_the_daemon_alone_ingests_pairs_trains_scores_retrains_and_runs_the_rounds(tmp_path, tiny):
+    daemon = Daemon(tmp_path, tiny)
+    timings: dict[str, float] = {}
+    try:
+        started = time.monotonic()
+        daemon.land(tmp_path, "first.jsonl", batch(160, seed=1, first_problem=40))
+        daemon.wait("ingested and labeled", lambda: value(daemon.query(
+            "select count(*) n from labels where batch_id = 'first.jsonl'")) == 160, timings, started)
+        daemon.wait("pairs", lambda: (value(daemon.query("select count(*) n from pairs")) or 0) > 0, timings, started)
+        daemon.wait("a reward model", lambda: value(daemon.query(
+            "select count(*) n from rm_checkpoints where is_champion")) == 1, timings, started)
+        daemon.wait("every run scored", lambda: value(daemon.query(
+            "select count(*) n from runs left join rm_scores using (run_id) where score is null")) == 0, timings,
+            started)
+        pairs_before = value(daemon.query("select count(*) n from pairs"))
+
+        started = time.monotonic()
+        daemon.land(tmp_path, "second.jsonl", batch(160, seed=2, first_problem=80))
+        daemon.wait("more pairs", lambda: (value(daemon.query("select count(*) n from pairs")) or 0) > pairs_before,
+                    timings, started)
+        daemon.wait("the reward model retrained by itself", lambda: value(daemon.query(
+            "select count(*) n from rm_checkpoints")) == 2, timings, started)
+        daemon.wait("the champion scored the new runs", lambda: value(daemon.query(
+            "select count(*) n from runs r join rm_scores s using (run_id) where r.batch_id = 'second.jsonl' "
+            "and s.rm_version = (select version from rm_checkpoints where is_champion)")) == 160, timings, started)
+
+        started = time.monotonic()
+        daemon.dagster("sensor", "start", "grpo_loop_sensor")  # the loop switched on, as from the UI
+        daemon.wait("round 1", lambda: value(daemon.query("select count(*) n from grpo_rounds")) == 1, timings,
+                    started)
+        daemon.wait("round 1's rollout ingested", lambda: (value(daemon.query(
+            "select count(*) n from labels l join runs r using (run_id) where r.policy_name = 'grpo-r0001'")) or 0)
+            > 0, timings, started)
+        daemon.wait("round 2", lambda: value(daemon.query("select count(*) n from grpo_rounds")) == 2, timings,
+                    started)
+        daemon.wait("round 2's rollout ingested", lambda: (value(daemon.query(
+            "select count(*) n from runs where policy_name = 'grpo-r0002'")) or 0) > 0, timings, started)
+        daemon.wait("round 2's rollout scored", lambda: value(daemon.query(
+            "select count(*) n from runs left join rm_scores using (run_id) where score is null")) == 0, timings,
+            started)
+        time.sleep(15)  # the loop has run its 2 rounds: nothing more starts
+        rounds = daemon.query("select round, promoted, start_policy, heldout_reward_before, heldout_reward_after "
+                              "from grpo_rounds order by round")
+        assert [r["round"] for r in rounds] == [1, 2] and all(r["promoted"] for r in rounds)
+        assert rounds[1]["start_policy"] == "grpo-r0001"
+        in_use = daemon.query("select name from policy_checkpoints where in_use")
+        assert in_use == [{"name": "grpo-r0002"}]
+        assert value(daemon.query("select count(*) n from runs where policy_name = 'tiny-base'")) > 0
+        assert value(daemon.query("select count(*) n from grpo_rounds")) == 2
+    finally:
+        daemon.stop()
+    print("timings (s):", timings)
+
+
+def test_a_batch_whose_ingest_worker_was_killed_holds_nothing(tmp_path, tiny):
+    import dagster as dg
+
+    daemon = Daemon(tmp_path, tiny, attempts=1)
+    timings: dict[str, float] = {}
+    try:
+        started = time.monotonic()
+        daemon.land(tmp_path, "doomed.jsonl", generate_runs(40_000, seed=3, benchmarks=("gsm8k_test",)))
+        killed = _kill_ingest_worker("doomed.jsonl")
+        daemon.land(tmp_path, "good.jsonl", batch(160, seed=1, first_problem=40))
+        daemon.wait("pairs from the good batch", lambda: (value(daemon.query("select count(*) n from pairs")) or 0) > 0,
+                    timings, started)
+        daemon.wait("a reward model", lambda: value(daemon.query(
+            "select count(*) n from rm_checkpoints where is_champion")) == 1, timings, started)
+        assert value(daemon.query("select count(*) n from runs where batch_id = 'doomed.jsonl'")) in (None, 0)
+        with dg.DagsterInstance.get() as instance:
+            failed = instance.get_run_by_id(killed)
+            assert failed.status == dg.DagsterRunStatus.FAILURE
+            daemon.wait("the failed batch_ingested check", lambda: _check_failed(instance, "doomed.jsonl"), timings,
+                        started)
+        status = subprocess.run([str(Path(sys.executable).with_name("orchrm")), "status"], env=daemon.env,
+                                capture_output=True, text=True, timeout=120)
+        assert "doomed.jsonl" in status.stdout and "failed" in status.stdout and "signal 9" in status.stdout
+    finally:
+        daemon.stop()
+    print("timings (s):", timings)
+
+
+def _kill_ingest_worker(source_file: str) -> str:
+    """kill -9 of the run worker ingesting `source_file`, once it runs; returns the run's id."""
+    import dagster as dg
+
+    deadline = time.monotonic() + TIMEOUT_S
+    with dg.DagsterInstance.get() as instance:
+        while time.monotonic() < deadline:
+            runs = instance.get_runs(dg.RunsFilter(tags={"orchrm/source_file": source_file},
+                                                   statuses=[dg.DagsterRunStatus.STARTED]))
+            for run in runs:
+                for process in psutil.process_iter(["cmdline"]):
+                    if run.run_id in " ".join(process.info["cmdline"] or []):
+                        process.kill()
+                        return run.run_id
+            time.sleep(0.2)
+    raise AssertionError(f"no ingest worker of {source_file} found")
+
+
+def _check_failed(instance, batch_id: str) -> bool:
+    import dagster as dg
+
+    key = dg.AssetCheckKey(dg.AssetKey("runs"), "batch_ingested")
+    history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+    return any(record.status.value == "FAILED" and batch_id in str(record.event) for record in history)
