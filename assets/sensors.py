@@ -7,7 +7,7 @@ import dagster as dg
 
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
 from orchrm_dagster.glue.commands import orchestration_partition_requests
-from orchrm_dagster.glue.instance import ensure_pool_limits
+from orchrm_dagster.glue.instance import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
 from orchrm_dagster.glue.loop import (BatchState, describe, landed_batch_states, loop_decision, partition_requests,
                                       step_run)
 from orchrm_dagster.glue.resources import LoopResource, PolicyRegistry, StorageResource
@@ -38,6 +38,8 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
         `retrain_min_new_pairs` new pairs arrived (the champion gate decides); the champion scores every run. A batch
         whose ingest failed holds nothing and shows as a failed `batch_ingested` check until it is re-ingested."""
         ensure_pool_limits(context.instance)  # before the runs it requests race to create them
+        fail_runs_whose_worker_died(context.instance)  # so their steps are asked again, not waited on for ever
+        free_slots_of_dead_runs(context.instance)
         root = storage.storage_root()
         decision = loop_decision(context.instance, root, loop.to_engine())
         reported = json.loads(context.cursor) if context.cursor else {}

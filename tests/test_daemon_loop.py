@@ -17,7 +17,7 @@ import pytest
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 from tests.tiny_models import make_tiny_backbone, make_tiny_policy
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 600
 
@@ -43,15 +43,26 @@ class Daemon:
 
         ensure_dagster_home()  # the instance config orchrm writes on first use (pools, run monitoring)
         self.log = open(tmp_path / "daemon.log", "w")
+        self.start()
+
+    def start(self) -> None:
         self.process = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w",
                                          str(self.workspace)], env=self.env, cwd=REPO, stdout=self.log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def restart(self) -> None:
+        self.log.write("\n---- restarted ----\n")
+        self.log.flush()
+        self.start()
 
     def dagster(self, *args: str) -> None:
         subprocess.run([str(Path(sys.executable).with_name("dagster")), *args, "-w", str(self.workspace)],
                        env=self.env, cwd=REPO, check=True, capture_output=True, timeout=120)
 
     def stop(self) -> None:
+        if self.process.poll() is not None:
+            self.log.close()
+            return
         os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(30)
@@ -204,4 +215,39 @@ def _check_failed(instance, batch_id: str) -> bool:
 
     key = dg.AssetCheckKey(dg.AssetKey("runs"), "batch_ingested")
     history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
-    return any(record.status.value == "FAILED" and batch_id in str(record.event) for record in history)
+    return any(record.status.value == "FAILED" and record.event is not None
+               and record.event.dagster_event.event_specific_data.partition == batch_id for record in history)
+
+
+def test_a_daemon_killed_mid_round_with_its_workers_goes_on_after_a_restart(tmp_path, tiny):
+    """kill -9 of the daemon, its code server and the round's run worker (the whole process group: a machine that
+    went down), then a new daemon: the round's run is found dead and failed, its pool slot freed, the round asked
+    again (it resumes from its last saved step); round 1 is in grpo_rounds once and the loop goes on to round 2."""
+    import dagster as dg
+
+    daemon = Daemon(tmp_path, tiny)
+    timings: dict[str, float] = {}
+    try:
+        daemon.dagster("sensor", "start", "grpo_loop_sensor")
+        started = time.monotonic()
+        daemon.land(tmp_path, "first.jsonl", batch(160, seed=1, first_problem=40))
+        with dg.DagsterInstance.get() as instance:
+            daemon.wait("round 1 running", lambda: bool(instance.get_runs(dg.RunsFilter(
+                job_name="grpo_round_job", statuses=[dg.DagsterRunStatus.STARTED]))), timings, started)
+            [killed] = instance.get_runs(dg.RunsFilter(job_name="grpo_round_job"))
+            time.sleep(3)
+            os.killpg(daemon.process.pid, signal.SIGKILL)  # the daemon, its code server and the run worker
+            daemon.process.wait(30)
+            assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.STARTED
+            daemon.restart()
+            daemon.wait("round 2 after the restart", lambda: value(daemon.query(
+                "select count(*) n from grpo_rounds")) == 2, timings, started)
+            assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
+            rounds = instance.get_runs(dg.RunsFilter(job_name="grpo_round_job"))
+            assert sorted(r.tags["orchrm/step"] for r in rounds if r.status == dg.DagsterRunStatus.SUCCESS) == [
+                "round:1", "round:2"]  # each round succeeded once
+            assert killed.run_id not in instance.event_log_storage.get_concurrency_run_ids()
+        assert [r["round"] for r in daemon.query("select round from grpo_rounds order by round")] == [1, 2]
+    finally:
+        daemon.stop()
+    print("timings (s):", timings)

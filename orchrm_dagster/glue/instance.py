@@ -66,6 +66,7 @@ def cli_instance() -> dg.DagsterInstance:
     with _instance_lock(home):
         instance = dg.DagsterInstance.get()
         ensure_pool_limits(instance)
+    fail_runs_whose_worker_died(instance)
     free_slots_of_dead_runs(instance)
     return instance
 
@@ -113,6 +114,39 @@ def free_slots_of_dead_runs(instance: dg.DagsterInstance) -> list[str]:
         storage.free_concurrency_slots_for_run(run_id)
         freed.append(run_id)
     return freed
+
+
+def fail_runs_whose_worker_died(instance: dg.DagsterInstance) -> list[str]:
+    """Marks failed the started runs of this host whose run worker is gone. The code server that launched a run
+    marks it failed when its worker dies, but when the daemon is killed its code server goes too, and a worker that
+    died with them would leave its run STARTED for ever (and the loop waiting on it). The worker's pid is in the
+    run's "Started process for run" event; a run of another host is not ours to judge."""
+    from orchrm_dagster.glue.deployment import profile
+
+    if profile() != "local":
+        return []
+    failed = []
+    started = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500)
+    for run in started:
+        if run.tags.get(HOST_TAG, socket.gethostname()) != socket.gethostname():
+            continue
+        pid = _worker_pid(instance, run.run_id)
+        if pid is None or pid == os.getpid() or psutil.pid_exists(pid):
+            continue
+        instance.report_run_failed(run, f"its run worker (pid {pid}) is gone: it was killed, or died with the "
+                                        "daemon and its code server")
+        failed.append(run.run_id)
+    return failed
+
+
+def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=50).records
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        metadata = getattr(event.event_specific_data, "metadata", None) or {}
+        if "pid" in metadata and (record.event_log_entry.message or "").startswith("Started process for run"):
+            return int(metadata["pid"].value)
+    return None
 
 
 def _owner_is_dead(tags: dict) -> bool:

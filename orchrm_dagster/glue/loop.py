@@ -4,6 +4,7 @@ classes, and the in-process driver `orchrm loop` uses. The sensors and the CLI r
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -120,7 +121,11 @@ class StepRun:
 
 
 def step_run(step: Step) -> StepRun:
-    tags = {STEP_TAG: step.key, LOOP_TAG: "1", "orchrm/attempt": str(step.attempt)}
+    from orchrm_dagster.glue.instance import HOST_TAG
+
+    # the host: the sensor runs where the run launcher starts the run (local profile), so a run whose worker died
+    # can be told apart from one on another machine
+    tags = {STEP_TAG: step.key, LOOP_TAG: "1", "orchrm/attempt": str(step.attempt), HOST_TAG: socket.gethostname()}
     if step.kind == "ingest":
         return StepRun(INGEST_JOB, step.batch.batch_id, dg.RunConfig(), {**tags, SOURCE_FILE_TAG: step.batch.name},
                        ((run_batches.name, (step.batch.batch_id,)),))
