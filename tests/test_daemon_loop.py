@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
@@ -193,20 +192,22 @@ def test_a_batch_whose_ingest_worker_was_killed_holds_nothing(tmp_path, tiny):
 
 
 def _kill_ingest_worker(source_file: str) -> str:
-    """kill -9 of the run worker ingesting `source_file`, once it runs; returns the run's id."""
+    """kill -9 of the run worker ingesting `source_file` (its pid from the run's "Started process" event), once it
+    runs; returns the run's id."""
     import dagster as dg
+
+    from orchrm_dagster.glue.instance import _worker_pid
 
     deadline = time.monotonic() + TIMEOUT_S
     with dg.DagsterInstance.get() as instance:
         while time.monotonic() < deadline:
-            runs = instance.get_runs(dg.RunsFilter(tags={"orchrm/source_file": source_file},
-                                                   statuses=[dg.DagsterRunStatus.STARTED]))
-            for run in runs:
-                for process in psutil.process_iter(["cmdline"]):
-                    if run.run_id in " ".join(process.info["cmdline"] or []):
-                        process.kill()
-                        return run.run_id
-            time.sleep(0.2)
+            for run in instance.get_runs(dg.RunsFilter(tags={"orchrm/source_file": source_file},
+                                                       statuses=[dg.DagsterRunStatus.STARTED])):
+                pid = _worker_pid(instance, run.run_id)
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    return run.run_id
+            time.sleep(0.1)
     raise AssertionError(f"no ingest worker of {source_file} found")
 
 
@@ -243,6 +244,9 @@ def test_a_daemon_killed_mid_round_with_its_workers_goes_on_after_a_restart(tmp_
             daemon.wait("round 2 after the restart", lambda: value(daemon.query(
                 "select count(*) n from grpo_rounds")) == 2, timings, started)
             assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
+            from orchrm_dagster.glue.loop import run_failure_cause
+
+            assert "is gone" in run_failure_cause(instance, killed.run_id)
             rounds = instance.get_runs(dg.RunsFilter(job_name="grpo_round_job"))
             assert sorted(r.tags["orchrm/step"] for r in rounds if r.status == dg.DagsterRunStatus.SUCCESS) == [
                 "round:1", "round:2"]  # each round succeeded once

@@ -55,7 +55,7 @@ def run_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
     from orchrm_dagster.glue.commands import root_cause
 
     kinds = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.ENGINE_EVENT}
-    steps, runs, engine = [], [], []
+    steps, runs, engine, said = [], [], [], []
     for entry in instance.all_logs(run_id, of_type=kinds):
         event = entry.dagster_event
         error = getattr(event.event_specific_data, "error", None)
@@ -63,9 +63,11 @@ def run_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
             steps.append(root_cause(error) if error is not None else entry.message)
         elif event.event_type == dg.DagsterEventType.RUN_FAILURE and error is not None:
             runs.append(root_cause(error))
+        elif event.event_type == dg.DagsterEventType.RUN_FAILURE and entry.message:
+            said.append(entry.message)
         elif event.event_type == dg.DagsterEventType.ENGINE_EVENT and "terminated" in (entry.message or ""):
             engine.append(entry.message)
-    return "; ".join(steps or runs or engine) or "the run failed"
+    return "; ".join(steps or runs or engine or said) or "the run failed"
 
 
 def loop_state(instance: dg.DagsterInstance, root: StorageRoot) -> LoopState:

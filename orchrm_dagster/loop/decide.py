@@ -108,6 +108,9 @@ def _learning(draft: _Draft) -> bool:
                f"(retrains at {settings.retrain_min_new_pairs})")
         return draft.ask(Step("reward_model", f"reward_model:{state.inputs}", 0, why,
                               reward_model=settings.reward_model))
+    if any(key.startswith("reward_model:") for key in state.runs.in_flight):  # its run scores the runs too
+        draft.waiting.extend(f"{key} (in flight)" for key in state.runs.in_flight if key.startswith("reward_model:"))
+        return True
     if state.champion is not None and state.batches_to_score:
         return draft.ask(Step("scores", f"scores:v{state.champion}:{state.inputs}", 0,
                               f"{len(state.batches_to_score)} batches without the champion's scores"))

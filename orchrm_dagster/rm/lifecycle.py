@@ -283,16 +283,27 @@ def score_runs(root: StorageRoot, settings: ScoringSettings = ScoringSettings(),
 def batches_to_score(root: StorageRoot, version: int) -> list[str]:
     """Run batches whose scores are not the champion `version`'s of their current runs: never scored, scored by
     another version, or re-ingested since they were scored."""
-    return [b for b in root.batch_ids("runs")
-            if _scored_by(root, b) != version or root.batch_generation("rm_scores", b) < root.batch_generation("runs", b)]
+    def stale(batch_id: str) -> bool:
+        if root.batch_generation("rm_scores", batch_id) < root.batch_generation("runs", batch_id):
+            return True
+        scored_by = _scored_by(root, batch_id)
+        return scored_by is not _NO_RUNS and scored_by != version  # a batch without runs has nothing to score
+
+    return [b for b in root.batch_ids("runs") if stale(b)]
 
 
-def _scored_by(root: StorageRoot, batch_id: str) -> int | None:
+_NO_RUNS = object()
+
+
+def _scored_by(root: StorageRoot, batch_id: str):
+    """The version whose scores the batch holds (None: none, or several), `_NO_RUNS` for scores of no run."""
     parts = root.batch_files("rm_scores", batch_id)
     if not parts:
         return None
     with root.fs.open(parts[0], "rb") as src:
         versions = pq.read_table(src, columns=["rm_version"]).column("rm_version").unique().to_pylist()
+    if not versions:
+        return _NO_RUNS
     return versions[0] if len(versions) == 1 else None
 
 

@@ -123,3 +123,9 @@ def test_every_state_gets_one_phase_of_work_and_never_a_step_in_flight(batches, 
         assert {s.kind for s in first.steps} == {"ingest"}
     if {"round", "rollout"} & {s.kind for s in first.steps}:
         assert champion is not None and all(b.ingested for b in batches) and not stale_pairs
+
+
+def test_no_scoring_is_asked_while_a_retraining_that_scores_too_is_in_flight():
+    runs = StepRuns(in_flight=frozenset({"reward_model:i0"}))
+    decision = decide(dataclasses.replace(CURRENT, batches_to_score=("b.jsonl",), runs=runs), SETTINGS)
+    assert decision.steps == () and decision.waiting == ("reward_model:i0 (in flight)",)

@@ -79,3 +79,20 @@ def test_a_version_trained_before_pair_ids_were_recorded_falls_back_to_the_count
     pairs_now = len(build_pairs(storage_root))
     assert pairs_now > manifest["pairs_available"]
     assert new_pairs_since_training(storage_root) == pairs_now - manifest["pairs_available"]
+
+
+def test_a_batch_without_runs_is_scored_once_not_for_ever(storage_root, tiny_backbone, tmp_path):
+    """Its scores hold no version (no row), which must not read as 'not scored by the champion'."""
+    from orchrm_dagster.ingest import ingest_batch
+    from orchrm_dagster.rm import RMTrainConfig, ScoringSettings, batches_to_score, score_runs, train_new_version
+
+    from ..rm.toy import toy_pairs
+
+    train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1),
+                      RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100))
+    (tmp_path / "empty.jsonl").write_text("not json\n")
+    landed = storage_root.land(tmp_path / "empty.jsonl")
+    ingest_batch(storage_root, landed.batch_id, landed.path)  # every line quarantined: a batch of no runs
+    assert batches_to_score(storage_root, 1) == [landed.batch_id]
+    score_runs(storage_root, ScoringSettings(device="cpu", max_length=64))
+    assert batches_to_score(storage_root, 1) == []
