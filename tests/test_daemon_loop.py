@@ -38,9 +38,11 @@ class Daemon:
                     "ORCHRM_TEST_ATTEMPTS": str(attempts), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                     "PYTHONPATH": str(REPO)}
         os.environ["ORCHRM_STORAGE"], os.environ["DAGSTER_HOME"] = str(self.storage), str(self.home)
-        from orchrm_dagster.glue.instance import ensure_dagster_home
+        from orchrm_dagster.glue.instance import cli_instance
 
-        ensure_dagster_home()  # the instance config orchrm writes on first use (pools, run monitoring)
+        # the instance as any orchrm command creates it (its config, then its storages under a lock): the daemon and
+        # its code server, started on a bare DAGSTER_HOME, would race to create the SQLite schemas
+        cli_instance()
         self.log = open(tmp_path / "daemon.log", "w")
         self.start()
 

@@ -383,9 +383,9 @@ def _print_outcomes(outcomes) -> None:
 @click.option("--port", default=3000, show_default=True)
 def ui(port: int) -> None:
     """Serve the Dagster UI on the same instance the CLI uses."""
-    from orchrm_dagster.glue.instance import ensure_dagster_home
+    from orchrm_dagster.glue.instance import cli_instance
 
-    ensure_dagster_home()
+    cli_instance()  # created here, under its lock: dagster dev's daemon and code server would race on a bare one
     workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "orchrm_dagster.definitions"]
     # the dagster beside this interpreter: `make ui` runs .venv/bin/orchrm without the venv on PATH
