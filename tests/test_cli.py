@@ -65,3 +65,28 @@ def test_a_failed_step_shows_its_cause_not_dagsters_wrapper(isolated_env):
     result = invoke("materialize", "reward_model")
     assert result.exit_code == 1
     assert "no training pairs" in result.output and "Error occurred while executing op" not in result.output
+
+
+def test_a_batch_whose_ingest_failed_shows_in_status_with_its_cause_until_reingested(isolated_env, monkeypatch):
+    from orchrm_dagster.storage import StorageRoot
+
+    root = StorageRoot(str(isolated_env / "storage"))
+    landed = root.land(EXAMPLE_BATCH)
+    import orchrm_dagster.ingest as ingest
+
+    def broken(*args, **kwargs):
+        raise OSError("the disk went away")
+
+    import assets.ingestion
+
+    monkeypatch.setattr(assets.ingestion, "ingest_batch", broken)
+    failed = invoke("reingest", landed.name)
+    assert failed.exit_code == 1 and "the disk went away" in failed.output
+    status = invoke("status")
+    assert "failed (1 run)" in status.output and "OSError: the disk went away" in status.output
+    monkeypatch.setattr(assets.ingestion, "ingest_batch", ingest.ingest_batch)
+    assert invoke("reingest", landed.batch_id).exit_code == 0
+    status = invoke("status")
+    assert "ingested" in status.output and "failed" not in status.output
+    unknown = invoke("reingest", "never-landed.jsonl")
+    assert unknown.exit_code == 2 and "never-landed.jsonl" in unknown.output

@@ -52,6 +52,29 @@ def ingest(files: tuple[Path, ...]) -> None:
 
 
 @main.command()
+@click.argument("batches", nargs=-1, required=True)
+def reingest(batches: tuple[str, ...]) -> None:
+    """Ingest and label BATCHES (batch ids or names of files already in the landing zone) again: what a failed
+    batch needs once its cause is fixed. The loop's own ingest step, so the loop sees it done."""
+    from orchrm_dagster.glue.commands import ingest_landed
+    from orchrm_dagster.storage import batch_id_for
+
+    defs = _definitions()
+    root = defs.resources["storage"].storage_root()
+    landed = {f.batch_id: f.name for f in root.landed_files()}
+    unknown = [b for b in batches if b not in landed and batch_id_for(b) not in landed]
+    if unknown:
+        raise click.BadParameter(f"not in {root.uri('landing')}: {', '.join(unknown)}", param_hint="BATCHES")
+    names = [landed.get(b) or landed[batch_id_for(b)] for b in batches]
+    with _progress() as progress:
+        task = progress.add_task("ingesting", total=len(names))
+        outcomes = ingest_landed(defs, names, on_done=lambda name: progress.advance(task))
+    _print_outcomes(outcomes)
+    if any(o.status != "SUCCESS" for o in outcomes):
+        sys.exit(1)
+
+
+@main.command()
 @click.argument("selection", nargs=-1, required=True)
 @click.option("--partition", "partition_key", default=None,
               help="Partition key: a run batch, or benchmark|policy for the orchestration assets (e.g. gsm8k|smollm2-base).")
@@ -131,7 +154,7 @@ def status() -> None:
     failed = [s for s in states.values() if s.state.startswith("failed")]
     if failed:
         console.print(f"[red]{len(failed)} landed batch(es) failed to ingest; re-ingest with "
-                      f"`orchrm materialize runs --partition BATCH` or land them again[/red]")
+                      f"`orchrm reingest BATCH` once the cause is fixed, or land them again[/red]")
 
 
 @main.command(name="orchestrate")
