@@ -38,9 +38,10 @@ def every_referenced_run_labeled(context: dg.AssetCheckExecutionContext, storage
                             "reports it failed, with the cause, when the batch's ingest failed, and passed once it "
                             "is re-ingested; a failed batch holds nothing else.")
 def batch_ingested(context: dg.AssetCheckExecutionContext, storage: StorageResource):
-    from orchrm_dagster.glue.loop import landed_batch_states
+    from orchrm_dagster.glue.loop import loop_state
+    from orchrm_dagster.loop import batch_states
 
-    states = [s for s in landed_batch_states(context.instance, storage.storage_root())
+    states = [s for s in batch_states(loop_state(context.instance, storage.storage_root()))
               if s.batch_id == context.partition_key]
     state = states[0] if states else None
     return dg.AssetCheckResult(passed=state is not None and state.state == "ingested", metadata={

@@ -31,10 +31,11 @@ grpo_round_job = dg.define_asset_job(
     ROUND_JOB, selection=dg.AssetSelection.assets("grpo_round"), partitions_def=grpo_rounds,
     description="Train the next policy checkpoint with GRPO against the champion reward model.")
 
-# The reward model retrains and the runs are scored again; the loop asks for it once enough new pairs arrived.
+# A challenger trains on the current pairs; the loop asks for it once enough new pairs arrived (and then for scores,
+# if the champion changed).
 retrain_reward_model_job = dg.define_asset_job(
-    RETRAIN_JOB, selection=dg.AssetSelection.assets("reward_model", "rm_scores"),
-    description="Train a challenger on the current pairs (the champion gate decides) and score every run.")
+    RETRAIN_JOB, selection=dg.AssetSelection.assets("reward_model"),
+    description="Train a challenger on the current pairs; the champion gate decides whether it replaces the champion.")
 
 # Every run batch the champion has not scored as it is now; the loop asks for it.
 score_runs_job = dg.define_asset_job(

@@ -8,10 +8,9 @@ import dagster as dg
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
 from orchrm_dagster.glue.commands import orchestration_partition_requests
 from orchrm_dagster.glue.instance import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
-from orchrm_dagster.glue.loop import (BatchState, describe, landed_batch_states, loop_decision, partition_requests,
-                                      step_run)
+from orchrm_dagster.glue.loop import describe, loop_state, partition_requests, step_run
 from orchrm_dagster.glue.resources import LoopResource, PolicyRegistry, StorageResource
-from orchrm_dagster.loop import LEARNING, ROUNDS, Decision
+from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, batch_states, decide
 
 BATCH_INGESTED_CHECK = "batch_ingested"
 
@@ -40,11 +39,10 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
         ensure_pool_limits(context.instance)  # before the runs it requests race to create them
         fail_runs_whose_worker_died(context.instance)  # so their steps are asked again, not waited on for ever
         free_slots_of_dead_runs(context.instance)
-        root = storage.storage_root()
-        decision = loop_decision(context.instance, root, loop.to_engine())
+        state = loop_state(context.instance, storage.storage_root())
         reported = json.loads(context.cursor) if context.cursor else {}
-        events, now = _batch_check_events(landed_batch_states(context.instance, root), reported)
-        return _requests(decision, LEARNING, json.dumps(now, sort_keys=True), events)
+        events, now = _batch_check_events(batch_states(state), reported)
+        return _requests(decide(state, loop.to_engine()), LEARNING, json.dumps(now, sort_keys=True), events)
 
     @dg.sensor(jobs=ROUND_JOBS, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.STOPPED)
     def grpo_loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
@@ -52,7 +50,7 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
         out on its round's training problems, and once its runs are ingested, the pairs rebuilt, the reward model
         retrained if due and every run scored, the next round starts; it stops at `rounds` rounds or `token_budget`
         tokens (resource `loop`)."""
-        decision = loop_decision(context.instance, storage.storage_root(), loop.to_engine())
+        decision = decide(loop_state(context.instance, storage.storage_root()), loop.to_engine())
         if decision.stopped:
             return dg.SkipReason(decision.stopped)
         return _requests(decision, ROUNDS)
@@ -68,7 +66,7 @@ def _batch_check_events(states: list[BatchState], reported: dict[str, str]):
     ingested; `reported` (the sensor's cursor) remembers what was reported, so each change is reported once."""
     events, now = [], dict(reported)
     for batch in states:
-        verdict = ("failed" if batch.state.startswith("failed") else
+        verdict = ("failed" if batch.failed else
                    "ingested" if batch.state == "ingested" and batch.batch_id in reported else None)
         if verdict is None or reported.get(batch.batch_id) == f"{verdict}:{batch.cause}":
             continue

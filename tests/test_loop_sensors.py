@@ -36,25 +36,25 @@ def _request(request: dg.RunRequest) -> tuple:
     return request.job_name, request.partition_key, request.run_key, request.run_config, request.tags["orchrm/step"]
 
 
-class _Stop(Exception):
+class _FirstDecisionDone(Exception):
     pass
 
 
-def command_requests(defs, settings) -> list[tuple]:
+def command_requests(defs, settings, monkeypatch) -> list[tuple]:
+    """The run requests `orchrm loop` makes for its first decision (recorded instead of run)."""
     asked = []
 
     def record(defs_, instance, step):
         asked.append(_request(glue_loop.step_run(step).run_request(step.run_key)))
-        return type("Result", (), {"success": True})()
+        return dataclasses.make_dataclass("Result", [("success", bool)])(True)
 
-    original = glue_loop.execute_step
-    glue_loop.execute_step = record
-    try:
-        glue_loop.drive(defs, settings, on_decision=lambda d: asked and (_ for _ in ()).throw(_Stop()))
-    except _Stop:
-        pass
-    finally:
-        glue_loop.execute_step = original
+    def stop_after_the_first_steps(decision):
+        if asked:
+            raise _FirstDecisionDone
+
+    monkeypatch.setattr(glue_loop, "execute_step", record)
+    with pytest.raises(_FirstDecisionDone):
+        glue_loop.drive(defs, settings, on_decision=stop_after_the_first_steps)
     return asked
 
 
@@ -67,7 +67,7 @@ def test_the_sensors_and_the_loop_command_make_the_same_requests_from_the_same_s
     resources = {"storage": storage(tmp_path), "loop": LoopResource(rounds=3)}
     by_sensors = sensor_requests(loop_sensor, resources) + sensor_requests(grpo_loop_sensor, resources)
     defs = build_definitions(storage=resources["storage"], loop=resources["loop"])
-    by_command = command_requests(defs, resources["loop"].to_engine())
+    by_command = command_requests(defs, resources["loop"].to_engine(), monkeypatch)
     assert by_sensors and by_sensors == by_command
     if state is ROLLING_OUT:  # the rollout's settings are the loop resource's, as run config of the generated classes
         ops = by_sensors[0][3]["ops"]

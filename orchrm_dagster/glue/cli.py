@@ -136,22 +136,25 @@ def status() -> None:
     failed one with the cause of its latest run, until it is re-ingested)."""
     import sql
     from orchrm_dagster.glue.instance import cli_instance
-    from orchrm_dagster.glue.loop import landed_batch_states
+    from orchrm_dagster.glue.loop import loop_state
+    from orchrm_dagster.loop import batch_states
 
     storage = _storage()
     warehouse = storage.warehouse()
-    states = {s.batch_id: s for s in landed_batch_states(cli_instance(), storage.storage_root())}
+    states = {s.batch_id: s for s in batch_states(loop_state(cli_instance(), storage.storage_root()))}
     if not warehouse.exists() and not states:
         raise click.ClickException(f"nothing landed or ingested yet under {storage.storage_root().url}")
     rows = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
     counts = ["runs", "quarantined", "labeled", "correct"]
-    by_batch = {r["batch_id"]: r for r in rows} | {b: dict.fromkeys(counts, 0) for b in states if b not in
-                                                   {r["batch_id"] for r in rows}}
-    table = [[batch, *(by_batch[batch][c] for c in counts), states[batch].state if batch in states else "ingested",
-              states[batch].cause if batch in states else ""] for batch in sorted(by_batch)]
-    totals = ["total"] + [sum(by_batch[b][c] for b in by_batch) for c in counts] + ["", ""]
+    by_batch = {batch: dict.fromkeys(counts, 0) for batch in states} | {r["batch_id"]: r for r in rows}
+    table = []
+    for batch in sorted(by_batch):  # a batch whose file left the landing zone was ingested, or it would not be here
+        state = states.get(batch)
+        table.append([batch, *(by_batch[batch][c] for c in counts), state.state if state else "ingested",
+                      state.cause if state else ""])
+    totals = ["total"] + [sum(row[c] for row in by_batch.values()) for c in counts] + ["", ""]
     _print_rows(["batch_id", *counts, "state", "cause"], table + [totals])
-    failed = [s for s in states.values() if s.state.startswith("failed")]
+    failed = [s for s in states.values() if s.failed]
     if failed:
         console.print(f"[red]{len(failed)} landed batch(es) failed to ingest; re-ingest with "
                       f"`orchrm reingest BATCH` once the cause is fixed, or land them again[/red]")

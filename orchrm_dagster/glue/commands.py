@@ -55,13 +55,11 @@ def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str
 def orchestrate(defs: dg.Definitions, benchmark: str, policy: str, sampling: PlanSamplingSettings,
                 execution: ExecutionSettings):
     """Sample and execute plans for one (benchmark, policy) partition; returns the run's result."""
-    from orchrm_dagster.glue.config_bridge import from_engine
-    from orchrm_dagster.glue.run_configs import ExecutionConfig, SamplingConfig
+    from orchrm_dagster.glue.loop import orchestrate_run_config
 
     instance = register_orchestration_partitions(defs)
     key = dg.MultiPartitionKey({"benchmark": benchmark, "policy": policy})
-    run_config = dg.RunConfig(ops={"orchestration_samples": from_engine(SamplingConfig, sampling),
-                                   "execution_artifacts": from_engine(ExecutionConfig, execution)}, loggers=QUIET)
+    run_config = quiet(orchestrate_run_config(sampling, execution))
     return defs.resolve_job_def("orchestrate").execute_in_process(
         partition_key=key, instance=instance, raise_on_error=False, run_config=run_config, tags=process_tags())
 
@@ -140,10 +138,10 @@ def materialize_selection(defs: dg.Definitions, selection: str, partition_key: s
     merged = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
     return merged.resolve_job_def(job.name).execute_in_process(
         instance=cli_instance(), partition_key=partition_key, raise_on_error=False,
-        run_config=_quiet(run_config), tags=process_tags())
+        run_config=quiet(run_config), tags=process_tags())
 
 
-def _quiet(run_config: dg.RunConfig | dict | None) -> dg.RunConfig | dict:
+def quiet(run_config: dg.RunConfig | dict | None) -> dg.RunConfig | dict:
     """The run config with quiet loggers; a dict is a user's run config file (`orchrm materialize --config`)."""
     if isinstance(run_config, dict):
         return {**run_config, "loggers": QUIET}

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 import dagster as dg
 
 from orchrm_dagster.glue.config_bridge import from_engine
-from orchrm_dagster.glue.partitions import grpo_rounds, run_batches
+from orchrm_dagster.glue.partitions import benchmarks, grpo_rounds, policies, run_batches
 from orchrm_dagster.glue.run_configs import ExecutionConfig, GRPORoundConfig, RewardModelConfig, SamplingConfig
-from orchrm_dagster.loop import (Batch, Decision, LoopSettings, LoopState, Step, StepRuns, decide, ingest_step,
-                                 is_ingested, read_state)
+from orchrm_dagster.loop import Decision, LoopSettings, LoopState, Step, StepRuns, decide, read_state
 from orchrm_dagster.storage import StorageRoot
 
 STEP_TAG, LOOP_TAG, SOURCE_FILE_TAG = "orchrm/step", "orchrm/loop", "orchrm/source_file"
@@ -49,9 +48,20 @@ def step_runs(instance: dg.DagsterInstance) -> StepRuns:
     return StepRuns(frozenset(in_flight), frozenset(succeeded), failures)
 
 
+_CAUSES: dict[str, str] = {}  # run id -> cause: a failed run's cause never changes, and sensors ask every few seconds
+
+
 def run_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
     """Why a run failed: its failed steps' errors, or, for a run whose worker died (kill -9, the OOM killer), what
     the code server said when it found the process gone."""
+    if run_id not in _CAUSES:
+        if len(_CAUSES) > 10_000:
+            _CAUSES.clear()
+        _CAUSES[run_id] = _read_failure_cause(instance, run_id)
+    return _CAUSES[run_id]
+
+
+def _read_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
     from orchrm_dagster.glue.commands import root_cause
 
     kinds = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.ENGINE_EVENT}
@@ -72,38 +82,6 @@ def run_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
 
 def loop_state(instance: dg.DagsterInstance, root: StorageRoot) -> LoopState:
     return read_state(root, step_runs(instance))
-
-
-def loop_decision(instance: dg.DagsterInstance, root: StorageRoot, settings: LoopSettings) -> Decision:
-    return decide(loop_state(instance, root), settings)
-
-
-@dataclass(frozen=True)
-class BatchState:
-    batch_id: str
-    name: str
-    state: str  # ingested | ingesting | failed | landed
-    cause: str = ""
-
-
-def landed_batch_states(instance: dg.DagsterInstance, root: StorageRoot) -> list[BatchState]:
-    """Each landed file: ingested, being ingested, failed (with the cause of its latest run), or landed and not
-    yet asked for. A failed batch stays failed until it is re-ingested or lands again with other content."""
-    runs = step_runs(instance)
-    states = []
-    for landed in root.landed_files():
-        key = ingest_step(Batch(landed.batch_id, landed.name, landed.fingerprint, False)).key
-        if is_ingested(root, landed):
-            state, cause = "ingested", ""
-        elif key in runs.in_flight:
-            state, cause = "ingesting", ""
-        elif key in runs.failures:
-            attempts, cause = runs.failures[key]
-            state = f"failed ({attempts} run{'s' if attempts > 1 else ''})"
-        else:
-            state, cause = "landed", ""
-        states.append(BatchState(landed.batch_id, landed.name, state, cause))
-    return states
 
 
 @dataclass(frozen=True)
@@ -136,15 +114,19 @@ def step_run(step: Step) -> StepRun:
                                                                                        step.reward_model)}), tags, ())
     if step.kind == "rollout":
         key = dg.MultiPartitionKey({"benchmark": step.benchmark, "policy": step.policy})
-        ops = {"orchestration_samples": from_engine(SamplingConfig, step.sampling),
-               "execution_artifacts": from_engine(ExecutionConfig, step.execution)}
-        return StepRun(ORCHESTRATE_JOB, key, dg.RunConfig(ops=ops), tags,
-                       (("benchmarks", (step.benchmark,)), ("policies", (step.policy,))))
+        return StepRun(ORCHESTRATE_JOB, key, orchestrate_run_config(step.sampling, step.execution), tags,
+                       ((benchmarks.name, (step.benchmark,)), (policies.name, (step.policy,))))
     if step.kind == "round":
         return StepRun(ROUND_JOB, str(step.round), dg.RunConfig(ops={"grpo_round": from_engine(GRPORoundConfig,
                                                                                                step.grpo)}),
                        tags, ((grpo_rounds.name, (str(step.round),)),))
     return StepRun(STEP_JOBS[step.kind], None, dg.RunConfig(), tags, ())
+
+
+def orchestrate_run_config(sampling, execution) -> dg.RunConfig:
+    """Run config of the orchestrate job from the engine's sampling and execution settings."""
+    return dg.RunConfig(ops={"orchestration_samples": from_engine(SamplingConfig, sampling),
+                             "execution_artifacts": from_engine(ExecutionConfig, execution)})
 
 
 def partition_requests(runs: list[StepRun]) -> list[dg.AddDynamicPartitionsRequest]:
@@ -187,7 +169,7 @@ def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step]
     root = defs.resources["storage"].storage_root()
     done: set[str] = set()
     while True:
-        decision = loop_decision(instance, root, settings)
+        decision = decide(loop_state(instance, root), settings)
         on_decision(decision)
         if decision.stopped:
             return decision
@@ -207,13 +189,12 @@ def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step]
 def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step):
     """One step as an in-process run of its job (its failure is recorded in the instance, where the next decision
     counts it)."""
-    from orchrm_dagster.glue.commands import QUIET
+    from orchrm_dagster.glue.commands import quiet
     from orchrm_dagster.glue.instance import process_tags
 
     run = step_run(step)
     for name, keys in run.partitions:
         instance.add_dynamic_partitions(name, list(keys))
-    config = dg.RunConfig(ops=run.run_config.ops, loggers=QUIET)
     return defs.resolve_job_def(run.job_name).execute_in_process(
-        partition_key=run.partition_key, instance=instance, raise_on_error=False, run_config=config,
+        partition_key=run.partition_key, instance=instance, raise_on_error=False, run_config=quiet(run.run_config),
         tags={**run.tags, **process_tags()})

@@ -202,7 +202,8 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
 def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int,
                             settings: GRPOSettings) -> HeldOut | None:
     """The held-out measure of the checkpoint a round starts from, taken after its own round, stands for this
-    round's before when the champion and the held-out settings are the same (same problems, seeds, temperature)."""
+    round's before when the champion is the same (and, with heldout_execute, when that measure has an accuracy).
+    The held-out problems and seeds come from the round config: a loop that changes them mid-way compares apart."""
     rows = [r for r in read_table(root, "grpo_rounds")
             if r["policy_checkpoint"] == policy.name and r["rm_version"] == rm_version]
     if not rows or (settings.heldout_execute and rows[0]["heldout_accuracy"] is None):

@@ -10,6 +10,7 @@ batch that failed holds nothing: the chain goes on with the batches that are ing
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -62,19 +63,18 @@ class _Draft:
     blocked: str | None = None
     failed: list[tuple[str, str]] = field(default_factory=list)
 
-    def ask(self, step: Step) -> bool:
-        """Adds `step` unless its run is in flight or it failed too often; True when it holds what follows
-        (asked for, in flight, or given up on)."""
+    def ask(self, step: Step) -> None:
+        """Adds `step` unless its run is in flight (then it is waited for) or it failed too often (then it is
+        given up on). Any of the three holds what follows it in the chain."""
         runs = self.state.runs
         if step.key in runs.in_flight:
             self.waiting.append(f"{step.key} (in flight)")
-            return True
+            return
         attempts, cause = runs.failures.get(step.key, (0, ""))
         if attempts >= self.settings.max_attempts:
             self.failed.append((step.key, cause))
-            return True
-        self.steps.append(Step(**{**step.__dict__, "attempt": attempts}))
-        return True
+            return
+        self.steps.append(dataclasses.replace(step, attempt=attempts))
 
     def decision(self, stopped: str | None = None) -> Decision:
         return Decision(tuple(self.steps), tuple(self.waiting), self.blocked, tuple(self.failed), stopped)
@@ -83,6 +83,37 @@ class _Draft:
 def ingest_step(batch: Batch) -> Step:
     """Ingesting one landed file as it is now (a file replaced since is another step)."""
     return Step("ingest", f"ingest:{batch.batch_id}:{batch.fingerprint}", 0, f"{batch.name} landed", batch=batch)
+
+
+@dataclass(frozen=True)
+class BatchState:
+    batch_id: str
+    name: str
+    state: str  # ingested | ingesting | failed (N runs) | landed
+    cause: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.state.startswith("failed")
+
+
+def batch_states(state: LoopState) -> list[BatchState]:
+    """Each landed file: ingested, being ingested, failed (with the cause of its latest run), or landed and not yet
+    asked for. A failed batch stays failed until it is re-ingested or lands again with other content."""
+    found = []
+    for batch in state.batches:
+        key = ingest_step(batch).key
+        attempts, cause = state.runs.failures.get(key, (0, ""))
+        if batch.ingested:
+            name, cause = "ingested", ""
+        elif key in state.runs.in_flight:
+            name, cause = "ingesting", ""
+        elif attempts:
+            name = f"failed ({attempts} run{'s' if attempts > 1 else ''})"
+        else:
+            name = "landed"
+        found.append(BatchState(batch.batch_id, batch.name, name, cause))
+    return found
 
 
 def decide(state: LoopState, settings: LoopSettings) -> Decision:
@@ -101,19 +132,18 @@ def _learning(draft: _Draft) -> bool:
     """Pairs, reward model and scores; True when one of them is asked for or holds the rest."""
     state, settings = draft.state, draft.settings
     if state.ingested_batches and state.pairs_inputs != state.inputs:
-        return draft.ask(Step("pairs", f"pairs:{state.inputs}", 0, "the ingested batches changed"))
+        draft.ask(Step("pairs", f"pairs:{state.inputs}", 0, "the ingested batches changed"))
+        return True
     if state.pairs and (state.new_pairs is None or state.new_pairs >= settings.retrain_min_new_pairs):
         why = ("no reward model yet" if state.new_pairs is None else
                f"{state.new_pairs} new pairs since the reward model last trained "
                f"(retrains at {settings.retrain_min_new_pairs})")
-        return draft.ask(Step("reward_model", f"reward_model:{state.inputs}", 0, why,
-                              reward_model=settings.reward_model))
-    if any(key.startswith("reward_model:") for key in state.runs.in_flight):  # its run scores the runs too
-        draft.waiting.extend(f"{key} (in flight)" for key in state.runs.in_flight if key.startswith("reward_model:"))
+        draft.ask(Step("reward_model", f"reward_model:{state.inputs}", 0, why, reward_model=settings.reward_model))
         return True
     if state.champion is not None and state.batches_to_score:
-        return draft.ask(Step("scores", f"scores:v{state.champion}:{state.inputs}", 0,
-                              f"{len(state.batches_to_score)} batches without the champion's scores"))
+        draft.ask(Step("scores", f"scores:v{state.champion}:{state.inputs}", 0,
+                       f"{len(state.batches_to_score)} batches without the champion's scores"))
+        return True
     return False
 
 
@@ -142,11 +172,9 @@ def _rollout(draft: _Draft, last) -> bool:
     policies = (last.policy, last.base_policy) if settings.rollout_base else (last.policy,)
     sampling = PlanSamplingSettings(n_samples=settings.rollout_samples, problem_ids=last.train_problems,
                                     seed=settings.rollout_seed)
-    held = False
-    for policy in policies:
-        key = f"rollout:{last.round}:{policy}"
-        if key not in draft.state.runs.succeeded:
-            held |= draft.ask(Step("rollout", key, 0, f"round {last.round}'s checkpoint rolls out", round=last.round,
-                                   benchmark=last.benchmark, policy=policy, sampling=sampling,
-                                   execution=settings.rollout_execution))
-    return held
+    pending = [p for p in policies if f"rollout:{last.round}:{p}" not in draft.state.runs.succeeded]
+    for policy in pending:
+        draft.ask(Step("rollout", f"rollout:{last.round}:{policy}", 0, f"round {last.round}'s checkpoint rolls out",
+                       round=last.round, benchmark=last.benchmark, policy=policy, sampling=sampling,
+                       execution=settings.rollout_execution))
+    return bool(pending)

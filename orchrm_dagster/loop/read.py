@@ -4,7 +4,6 @@ caller, who knows the orchestrator."""
 
 from __future__ import annotations
 
-
 from orchrm_dagster.grpo import policy_manifest, read_table
 from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
 from orchrm_dagster.pairs import current_pair_ids, pairs_inputs
@@ -14,7 +13,7 @@ from orchrm_dagster.storage import LandedFile, StorageRoot
 
 def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
     built_from = pairs_inputs(root)
-    pairs = current_pair_ids(root).height if built_from is not None else 0
+    pairs, new_pairs = _pair_counts(root, built_from, latest_version(root)) if built_from is not None else (0, None)
     champion = current_champion(root)
     version = champion["version"] if champion else None
     return LoopState(
@@ -23,7 +22,7 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
         inputs=root.ingested_inputs(),
         pairs_inputs=built_from,
         pairs=pairs,
-        new_pairs=_new_pairs(root, built_from, latest_version(root)) if pairs else None,
+        new_pairs=new_pairs if pairs else None,
         champion=version,
         batches_to_score=tuple(batches_to_score(root, version)) if version is not None else (),
         rounds=rounds(root),
@@ -31,17 +30,19 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
     )
 
 
-_NEW_PAIRS: dict[tuple[str, str, int | None], int | None] = {}
+_PAIR_COUNTS: dict[tuple[str, str, int | None], tuple[int, int | None]] = {}
 
 
-def _new_pairs(root: StorageRoot, built_from: str, version: int | None) -> int | None:
-    """Reads every pair id only when the pairs or the latest reward model changed: a sensor asks every few seconds."""
+def _pair_counts(root: StorageRoot, built_from: str, version: int | None) -> tuple[int, int | None]:
+    """(pairs, pairs the latest reward model has not seen), reading every pair id only when the pairs or the latest
+    reward model changed: a sensor asks every few seconds."""
     key = (root.url, built_from, version)
-    if key not in _NEW_PAIRS:
-        if len(_NEW_PAIRS) > 64:
-            _NEW_PAIRS.clear()
-        _NEW_PAIRS[key] = new_pairs_since_training(root)
-    return _NEW_PAIRS[key]
+    if key not in _PAIR_COUNTS:
+        if len(_PAIR_COUNTS) > 64:
+            _PAIR_COUNTS.clear()
+        current = current_pair_ids(root)
+        _PAIR_COUNTS[key] = (current.height, new_pairs_since_training(root, current))
+    return _PAIR_COUNTS[key]
 
 
 def is_ingested(root: StorageRoot, landed: LandedFile) -> bool:

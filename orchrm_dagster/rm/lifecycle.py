@@ -122,7 +122,7 @@ def latest_version(root: StorageRoot) -> int | None:
     return versions[-1]["version"] if versions else None
 
 
-def new_pairs_since_training(root: StorageRoot) -> int | None:
+def new_pairs_since_training(root: StorageRoot, current: pl.DataFrame | None = None) -> int | None:
     """Pairs in the tables now that were not there when the latest reward-model version trained (None: none has
     trained yet). Counted by pair_id, so a rollout on problems whose pairs are at their caps, which replaces pairs
     rather than adding to their number, counts too. The latest version, champion or not: a challenger the gate
@@ -131,7 +131,7 @@ def new_pairs_since_training(root: StorageRoot) -> int | None:
     if not versions:
         return None
     latest = versions[-1]
-    current = current_pair_ids(root)
+    current = current_pair_ids(root) if current is None else current  # the tables' pair_id column, if read already
     seen_file = Path(latest["path"], PAIR_IDS_FILE)
     if not seen_file.exists():  # a version trained before pair ids were recorded: compare counts
         return current.height - (latest.get("pairs_available") or 0)

@@ -125,7 +125,21 @@ def test_every_state_gets_one_phase_of_work_and_never_a_step_in_flight(batches, 
         assert champion is not None and all(b.ingested for b in batches) and not stale_pairs
 
 
-def test_no_scoring_is_asked_while_a_retraining_that_scores_too_is_in_flight():
-    runs = StepRuns(in_flight=frozenset({"reward_model:i0"}))
-    decision = decide(dataclasses.replace(CURRENT, batches_to_score=("b.jsonl",), runs=runs), SETTINGS)
-    assert decision.steps == () and decision.waiting == ("reward_model:i0 (in flight)",)
+def test_no_scoring_is_asked_while_a_due_retraining_is_in_flight():
+    runs = StepRuns(in_flight=frozenset({"reward_model:i1"}))
+    state = dataclasses.replace(CURRENT, new_pairs=80, batches_to_score=("b.jsonl",), runs=runs)
+    decision = decide(state, SETTINGS)
+    assert decision.steps == () and decision.waiting == ("reward_model:i1 (in flight)",)
+
+
+def test_batch_states_say_what_became_of_each_landed_file():
+    from orchrm_dagster.loop import batch_states
+
+    batches = (Batch("ok.jsonl", "ok.jsonl", "1:1", True), Batch("bad.jsonl", "bad.jsonl", "2:2", False),
+               Batch("busy.jsonl", "busy.jsonl", "3:3", False), Batch("new.jsonl", "new.jsonl", "4:4", False))
+    runs = StepRuns(in_flight=frozenset({"ingest:busy.jsonl:3:3"}),
+                    failures={"ingest:bad.jsonl:2:2": (2, "OSError: gone")})
+    states = {s.batch_id: s for s in batch_states(LoopState(batches=batches, runs=runs))}
+    assert [(s.state, s.cause, s.failed) for s in states.values()] == [
+        ("ingested", "", False), ("failed (2 runs)", "OSError: gone", True), ("ingesting", "", False),
+        ("landed", "", False)]
