@@ -1,3 +1,4 @@
+import json
 import warnings
 
 import dagster as dg
@@ -88,29 +89,38 @@ def pairs_mix_ratio(config: PairChecksConfig, storage: StorageResource) -> dg.As
                                          "note": result.note})
 
 
-@dg.asset_check(asset="reward_model", description="The champion ranks validation pairs better than chance.")
+@dg.asset_check(asset="reward_model", description="Each domain's champion ranks the domain's validation pairs better "
+                                                  "than chance.")
 def champion_beats_chance(storage: StorageResource) -> dg.AssetCheckResult:
     rows = storage.warehouse().query(sql.load("champion_checkpoint")).to_pylist()
     if not rows:
         return dg.AssetCheckResult(passed=False, metadata={"note": "no champion yet"})
-    champion = rows[0]
-    return dg.AssetCheckResult(passed=(champion["val_accuracy"] or 0.0) > 0.5, metadata=champion)
+    # a domain without validation pairs of its own: the champion's accuracy on every validation pair
+    accuracy = {domain: json.loads(r["val_accuracy_by_domain"] or "{}").get(domain, r["val_accuracy"])
+                for r in rows for domain in r["champion_of"]}
+    champion = {domain: r["version"] for r in rows for domain in r["champion_of"]}
+    return dg.AssetCheckResult(
+        passed=all((value or 0.0) > 0.5 for value in accuracy.values()),
+        metadata={"champions": dg.MetadataValue.md(markdown_table(
+            ["domain", "champion", "val accuracy"], [(d, champion[d], accuracy[d]) for d in sorted(accuracy)]))})
 
 
 @dg.asset_check(asset="evaluation", description="No problem of the latest evaluation appears in a pair (train or "
-                                                "validation) that the evaluated reward-model version saw.")
+                                                "validation) that the reward-model champion of its domain saw.")
 def evaluation_held_out(storage: StorageResource) -> dg.AssetCheckResult:
     from orchrm_dagster.rm import pair_problems
 
     rows = storage.warehouse().query(sql.load("evaluation_latest_problems")).to_pylist()
     if not rows:
         return dg.AssetCheckResult(passed=True, metadata={"note": "no evaluation problems yet"})
-    version = rows[0]["rm_version"]
-    seen = pair_problems(storage.storage_root(), version) if version is not None else frozenset()
-    if seen is None:
-        return dg.AssetCheckResult(passed=False, metadata={"note": f"reward model v{version} did not record the "
-                                                                   "problems of its pairs: held-out not provable"})
-    leaked = sorted({r["problem_id"] for r in rows} & seen)
+    # each problem against the pairs of the version that scored it: its domain's champion
+    leaked = []
+    for version in sorted({r["rm_version"] for r in rows if r["rm_version"] is not None}):
+        seen = pair_problems(storage.storage_root(), version)
+        if seen is None:
+            return dg.AssetCheckResult(passed=False, metadata={"note": f"reward model v{version} did not record the "
+                                                                       "problems of its pairs: held-out not provable"})
+        leaked += sorted({r["problem_id"] for r in rows if r["rm_version"] == version} & seen)
     return dg.AssetCheckResult(passed=not leaked, metadata={
         "evaluation_id": rows[0]["evaluation_id"], "problems": len(rows), "leaked_problems": len(leaked),
         "examples": ", ".join(leaked[:10]) or "none"})

@@ -32,12 +32,12 @@ def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storag
           kinds={"polars", "parquet", "duckdb"}, pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: StorageResource,
                llm: LLMBackendResource):
-    """Best-of-N on held-out problems: the accuracy of each way of choosing among N logged runs (the reward model,
-    majority vote, log-probability, the collaborative verifier, LLM judges, the oracle bound) and its cost in
-    verification and execution tokens; appended to the `evaluation` table."""
+    """Best-of-N on held-out problems: the accuracy of each way of choosing among N logged runs (the registered
+    evaluation methods: the reward model, the baselines, LLM judges, the oracle bound) and its cost in verification
+    and execution tokens; appended to the `evaluation` table. An LLM backend is opened only for methods that need
+    one."""
     settings = config.to_engine()
-    judges = {"plan_judge", "trajectory_judge"} & set(settings.methods)
-    outcome = evaluate(storage.storage_root(), settings, llm.backend() if judges else None)
+    outcome = evaluate(storage.storage_root(), settings, llm.build() if settings.needs_llm_backend else None)
     storage.warehouse().refresh_views(("evaluation", "evaluation_problems", "verifier_scores", "judge_cache"))
     for note in outcome.notes:
         context.log.warning(note)

@@ -12,12 +12,12 @@ from orchrm_dagster.reporting import markdown_image, markdown_table
           kinds={"pytorch", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, storage: StorageResource,
                llm: LLMBackendResource, policy_registry: PolicyRegistry):
-    """One GRPO round on the orchestrator policy (TRL's GRPOTrainer), rewarded by the champion reward model's score of
-    each sampled plan: a new policy checkpoint (a policy of kind `checkpoint` from then on) and a `grpo_rounds` row
-    with reward, KL, token costs and the held-out reward before and after."""
+    """One GRPO round on the orchestrator policy (TRL's GRPOTrainer), rewarded by the config's `rewards` (by default
+    the champion reward model's score of each sampled plan): a new policy checkpoint (a policy of kind `checkpoint`
+    from then on) and a `grpo_rounds` row with reward, KL, token costs and the held-out reward before and after."""
     root = storage.storage_root()
     outcome = run_round(root, int(context.partition_key), config.to_engine(), policy_registry.all_policies(root),
-                        llm.to_engine(), on_step=context.log.info)
+                        llm.spec(), on_step=context.log.info)
     storage.warehouse().refresh_views(("policy_checkpoints", "grpo_rounds"))
     rows = read_table(root, "grpo_rounds")
     row = outcome.row
@@ -29,7 +29,7 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
            for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy")},
         "seconds": round(row["seconds"], 1),
         "rounds": dg.MetadataValue.md(markdown_table(
-            ["round", "reward mode", "rm", "reward", "KL", "held-out before", "held-out after", "tokens"],
+            ["round", "rewards", "rm", "reward", "KL", "held-out before", "held-out after", "tokens"],
             [(r["round"], r["reward_mode"], r["rm_version"], r["mean_reward"], r["kl"], r["heldout_reward_before"],
               r["heldout_reward_after"], r["generation_tokens"] + r["reward_tokens"] + r["rollout_tokens"])
              for r in rows])),

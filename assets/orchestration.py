@@ -22,7 +22,7 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
     """N orchestration plans per problem from one policy, with each plan's mean token log-probability."""
     cell = _cell(context)
     policy = policy_registry.spec(cell.policy, storage.storage_root())
-    backend = build_backend(policy.backend_spec(llm.to_engine()))
+    backend = build_backend(policy.backend_spec(llm.spec()))
     report = sample_partition(storage.storage_root(), cell.benchmark, policy, backend, config.to_engine())
     errors = report.error_counts
     return dg.MaterializeResult(metadata={
@@ -41,7 +41,7 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
 def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConfig, storage: StorageResource,
                         llm: LLMBackendResource):
     """Executes each sampled plan with sub-agents and lands the runs as a contract batch in the landing zone."""
-    backend = llm.backend()
+    backend = llm.build()
     report, landed = execute_and_land(
         storage.storage_root(), _cell(context), backend, config.to_engine(),
         on_run=lambda r: context.log.debug(f"executed {r['run_id']}: {r['error'] or 'ok'}"))

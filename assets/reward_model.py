@@ -32,45 +32,52 @@ def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: Stora
 
 @dg.asset(deps=["pairs"], group_name="reward_model", kinds={"pytorch", "python"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, storage: StorageResource):
-    """A Bradley-Terry reward model trained on the pairs: a new checkpoint version, champion only if it is as good
-    as the current champion on the current validation pairs."""
+    """Bradley-Terry reward models trained on the pairs: new checkpoint versions (one shared model, or one per
+    domain), each champion of the domains (math, qa, choice) where it does as well as that domain's champion on the
+    domain's validation pairs."""
     from orchrm_dagster.rm import checkpoint_table, train_on_current_pairs
 
     root = storage.storage_root()
-    outcome = train_on_current_pairs(root, config.to_engine())
+    outcomes = train_on_current_pairs(root, config.to_engine())
     storage.warehouse().refresh_views(("rm_checkpoints",))
-    metrics = outcome.metrics
     versions = checkpoint_table(root).to_pylist()
+    champion_now = {d: r["version"] for r in versions for d in r["champion_of"]}
     return dg.MaterializeResult(metadata={
-        "version": outcome.version,
-        "is_champion": outcome.is_champion,
-        "previous_champion": outcome.previous_champion,
-        "val_accuracy": metrics.get("val_accuracy"),
-        "champion_val_accuracy_same_pairs": outcome.champion_accuracy,
-        "ece": metrics.get("ece"),
-        "length_spearman": metrics.get("length_spearman"),
+        "trained_versions": [o.version for o in outcomes],
+        "champion_of": {str(o.version): list(o.champion_of) for o in outcomes},
+        "champions": dg.MetadataValue.md(markdown_table(
+            ["domain", "champion", "trained", "its accuracy", "previous champion", "its accuracy", "pairs judged on"],
+            [(d, champion_now.get(d), o.version, v.accuracy, v.champion, v.champion_accuracy, v.pairs)
+             for o in outcomes for d, v in o.verdicts.items()])),
+        "trained": dg.MetadataValue.md(markdown_table(
+            ["version", "stands for", "train pairs", "validation pairs", "val acc", "ece", "length spearman",
+             "pairs/s", "checkpoint"],
+            [(o.version, ", ".join(o.domains), o.train_pairs, o.validation_pairs, o.metrics.get("val_accuracy"),
+              o.metrics.get("ece"), o.metrics.get("length_spearman"), round(o.pairs_per_second, 2), o.path)
+             for o in outcomes])),
         "accuracy_by_source": dg.MetadataValue.md(markdown_table(
-            ["source", "accuracy"], sorted((metrics.get("accuracy_by_source") or {}).items()))),
-        "train_pairs": outcome.train_pairs,
-        "validation_pairs": outcome.validation_pairs,
-        "pairs_per_second": round(outcome.pairs_per_second, 2),
-        "checkpoint": outcome.path,
+            ["version", "source", "accuracy"],
+            [(o.version, source, accuracy) for o in outcomes
+             for source, accuracy in sorted((o.metrics.get("accuracy_by_source") or {}).items())])),
         "versions": dg.MetadataValue.md(markdown_table(
-            ["version", "val acc", "champion", "pairs"],
-            [(r["version"], r["val_accuracy"], r["is_champion"], r["n_train_pairs"]) for r in versions])),
+            ["version", "domains", "champion of", "val acc", "val acc by domain", "pairs"],
+            [(r["version"], ", ".join(r["domains"]), ", ".join(r["champion_of"]), r["val_accuracy"],
+              r["val_accuracy_by_domain"], r["n_train_pairs"]) for r in versions])),
     })
 
 
 @dg.asset(deps=["reward_model", "runs"], group_name="reward_model", kinds={"pytorch", "parquet"},
           pool=WAREHOUSE_POOL, op_tags=GPU_STEP)
 def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
-    """The champion's score of every ingested run (run batches it already scored are kept)."""
+    """Every ingested run's score by the champion of its domain (run batches already scored so are kept)."""
     from orchrm_dagster.rm import score_runs
 
     report = score_runs(storage.storage_root(), config.to_engine())
     storage.warehouse().refresh_views(("rm_scores",))
     return dg.MaterializeResult(metadata={
-        "rm_version": report.version,
+        "champions": report.champions,
+        "runs_by_domain": report.runs_by_domain,
+        "runs_without_champion": report.runs_without_champion,
         "runs_scored": report.runs_scored,
         "batches_scored": report.batches_scored,
         "batches_already_current": report.batches_current,

@@ -39,7 +39,7 @@ def main() -> None:
         from orchrm_dagster.glue.commands import ingest_files
         from orchrm_dagster.glue.main_job import materialize_or_fail
         from orchrm_dagster.grpo import GRPOSettings, run_round
-        from orchrm_dagster.llm import BackendSpec
+        from orchrm_dagster.llm import TransformersSpec
         from orchrm_dagster.orchestration import ExecutionSettings
         from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
@@ -55,12 +55,12 @@ def main() -> None:
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         rows = {}
         for number, mode in enumerate(("orchrm", "trajectory"), start=1):
-            settings = GRPOSettings(reward_mode=mode, start="scratch", scratch_policy="smollm2-fewshot",
+            settings = GRPOSettings(rewards=(mode,), start="scratch", scratch_policy="smollm2-fewshot",
                                     steps=args.steps, group_size=args.group_size, train_problems=args.steps,
                                     heldout_execute=False,
                                     **({"execution": ExecutionSettings()} if args.execution == "asset" else {}))
             started = time.perf_counter()
-            outcome = run_round(root, number, settings, registry, BackendSpec())
+            outcome = run_round(root, number, settings, registry, TransformersSpec())
             rows[mode] = {**outcome.row, "wall": time.perf_counter() - started,
                           "train_s": sum(e.get("step_time", 0.0) for e in outcome.log_history),
                           "generation_s": outcome.generation_seconds}
@@ -84,12 +84,12 @@ def generation_rates(root, rows) -> None:
     """Tokens/s: the trainer's sampling (inside its generate calls) vs the runner's batched sampling of the same
     model (8 plans under the same grammar)."""
     from orchrm_dagster.grpo import base_model_dir
-    from orchrm_dagster.llm import BackendSpec, build_backend
+    from orchrm_dagster.llm import TransformersSpec, build_backend
     from orchrm_dagster.orchestration import PolicySpec, select_problems, sample_plans
 
     model = base_model_dir(root, None)
     policy = PolicySpec(name="bench", prompt="orchestrator_fewshot", max_new_tokens=384, max_agents=2)
-    backend = build_backend(BackendSpec(model=model))
+    backend = build_backend(TransformersSpec(model=model))
     problems = select_problems(root, "gsm8k", 1)
     sample_plans(policy, backend, problems, 1, seed=99)  # warm-up: load, compile the grammar
     started = time.perf_counter()

@@ -58,7 +58,7 @@ def untrained_model_dir(folder: str) -> str:
 
 
 def ceiling_batches(scorer: RewardScorer, questions, plans) -> list[torch.Tensor]:
-    ids = encode(scorer.tokenizer, questions, plans, scorer.max_length)
+    ids = encode(scorer.tokenizer, questions, plans, scorer.spec)
     batches = []
     for batch in scorer.batches([len(row) for row in ids]):
         width = round(statistics.mean(len(ids[i]) for i in batch))
@@ -115,7 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         scorer = RewardScorer(args.model_dir or untrained_model_dir(folder), device="cpu",
                               max_length=args.max_length, batch_size=args.batch_size)
-        lengths = [len(row) for row in encode(scorer.tokenizer, questions, plans, args.max_length)]
+        lengths = [len(row) for row in encode(scorer.tokenizer, questions, plans, scorer.spec)]
         print(f"{len(plans)} plans, tokens min {min(lengths)} median {statistics.median(lengths):.0f} max "
               f"{max(lengths)} ({sum(n == args.max_length for n in lengths)} at the cap), batch {args.batch_size}, "
               f"{len(scorer.batches(lengths))} batches, fp32, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

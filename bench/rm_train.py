@@ -44,8 +44,8 @@ def run_ours(train, validation, config: RMTrainConfig, out: str) -> dict:
 def run_trl_defaults(train, validation, config: RMTrainConfig, out: str) -> dict:
     _, tokenizer = load_backbone(backbone_path(None), config.seed)
     dataset = Dataset.from_dict({
-        "chosen_ids": encode(tokenizer, train.question, train.chosen_plan, config.max_length),
-        "rejected_ids": encode(tokenizer, train.question, train.rejected_plan, config.max_length)})
+        "chosen_ids": encode(tokenizer, train.question, train.chosen_plan, config.input_spec()),
+        "rejected_ids": encode(tokenizer, train.question, train.rejected_plan, config.input_spec())})
     args = RewardConfig(output_dir=out, per_device_train_batch_size=config.batch_size,
                         learning_rate=config.learning_rate, num_train_epochs=config.epochs, seed=config.seed,
                         bf16=False, report_to="none", disable_tqdm=True)

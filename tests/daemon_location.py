@@ -6,6 +6,7 @@ import os
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.glue.resources import LLMBackendResource, LoopResource, PolicyConfig, PolicyRegistry
 from orchrm_dagster.grpo import GRPOSettings
+from orchrm_dagster.llm import TransformersSpec
 from orchrm_dagster.loop import LoopSettings
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import RMTrainConfig, ScoringSettings
@@ -25,7 +26,7 @@ LOOP = LoopSettings(
                        scoring=ScoringSettings(device="cpu", max_length=64)))
 
 defs = build_definitions(
-    llm=LLMBackendResource(kind="transformers", model=POLICY, device="cpu"),
+    llm=LLMBackendResource(backend=TransformersSpec(model=POLICY, device="cpu")),
     policy_registry=PolicyRegistry(policies=[
         PolicyConfig(name="tiny-base", kind="base", model=POLICY, max_new_tokens=384, max_agents=2),
         PolicyConfig(name="tiny-fewshot", kind="specialized", model=POLICY, max_new_tokens=384, max_agents=2,

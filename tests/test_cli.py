@@ -90,3 +90,18 @@ def test_a_batch_whose_ingest_failed_shows_in_status_with_its_cause_until_reinge
     assert "ingested" in status.output and "failed" not in status.output
     unknown = invoke("reingest", "never-landed.jsonl")
     assert unknown.exit_code == 2 and "never-landed.jsonl" in unknown.output
+
+
+def test_evaluate_help_lists_every_registered_method_with_its_description():
+    from orchrm_dagster.evaluation import registered_methods
+
+    result = invoke("evaluate", "--help")
+    assert result.exit_code == 0, result.output
+    for method in registered_methods().values():
+        assert f"{method.name}: {method.description}" in result.output
+
+
+def test_evaluate_refuses_an_unknown_method_with_a_usage_error():
+    result = invoke("evaluate", "--methods", "single,best_guess")
+    assert result.exit_code == 2
+    assert "unknown method 'best_guess'" in result.output and "orchrm_bon" in result.output

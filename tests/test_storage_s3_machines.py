@@ -39,7 +39,7 @@ def test_a_fresh_machine_continues_the_versions_finds_the_champion_and_overwrite
     published = remote_digest(first, 1)
 
     second = on_machine(monkeypatch, tmp_path, "b", bucket_root)  # an empty cache: a new machine
-    version, scorer = champion_scorer(second, ScoringSettings(device="cpu", max_length=64))
+    version, scorer = champion_scorer(second, ScoringSettings(device="cpu", max_length=64), "math")
     assert version == 1 and len(scorer.score(["q"], ["<agent_name>DebateAgent</agent_name>"])) == 1
     v2 = train_new_version(second, toy_pairs(8, 2), toy_pairs(4, 1), config, ["p2"])
     assert v2.version == 2 and v2.champion_accuracy is not None  # compared against v1, read from S3

@@ -1,8 +1,7 @@
 """The artifact contract and every table's schema: what the rest of the engine reads and writes."""
 
 from orchrm_dagster.contract.identity import plan_hash
-from orchrm_dagster.contract.kinds import (ANSWER_TYPES, POLICY_KINDS, TRAINED_POLICY_KINDS, AnswerType, PolicyKind,
-                                           QuarantineKind, RunErrorKind)
+from orchrm_dagster.contract.kinds import POLICY_KINDS, TRAINED_POLICY_KINDS, PolicyKind, QuarantineKind, RunErrorKind
 from orchrm_dagster.contract.record import CONTRACT_VERSION, REQUIRED_FIELDS, RunRecord
 from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS, JUDGE_CACHE,
                                             LABELS, POLICY_CHECKPOINTS,
@@ -11,7 +10,7 @@ from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRP
                                             VERIFIER_SCORES, WAREHOUSE_TABLES)
 
 __all__ = [
-    "ANSWER_TYPES", "AnswerType", "CONTRACT_VERSION", "EVALUATION", "EVALUATION_PROBLEMS", "IMPORTED_PAIRS",
+    "CONTRACT_VERSION", "EVALUATION", "EVALUATION_PROBLEMS", "IMPORTED_PAIRS",
     "GRPO_ROUNDS", "JUDGE_CACHE", "PLAN_SCORES", "POLICY_CHECKPOINTS", "VERIFIER_SCORES", "LABELS", "ORCHESTRATION_SAMPLES", "PAIRS",
     "PARTITIONED_TABLES", "POLICY_KINDS", "PROBLEMS", "PolicyKind", "QUARANTINE", "QuarantineKind", "REQUIRED_FIELDS",
     "RM_CHECKPOINTS", "RM_SCORES", "RUNS", "RunErrorKind", "RunRecord", "SUBAGENT_CALLS", "TRAINED_POLICY_KINDS",

@@ -1,4 +1,5 @@
-"""The closed vocabularies the tables use: policy kinds, answer types, and the kinds of failure a row records."""
+"""The closed vocabularies the tables use: policy kinds and the kinds of failure a row records. (Answer types are
+open: one per registered labeler, see `orchrm_dagster.labels`.)"""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ PolicyKind = Literal["base", "specialized", "checkpoint"]
 POLICY_KINDS: tuple[str, ...] = get_args(PolicyKind)
 # Policy kinds on the winning side of specialized-over-base pairs.
 TRAINED_POLICY_KINDS: tuple[str, ...] = ("specialized", "checkpoint")
-
-AnswerType = Literal["math", "qa", "choice"]
-ANSWER_TYPES: tuple[str, ...] = get_args(AnswerType)
 
 
 class RunErrorKind(str, Enum):

@@ -166,8 +166,11 @@ RM_CHECKPOINTS = pa.schema(
         ("length_spearman", pa.float64()),
         ("pairs_per_second", pa.float64()),
         ("pair_set_fingerprint", pa.string()),
-        ("is_champion", pa.bool_()),
+        ("is_champion", pa.bool_()),  # champion of at least one domain
         ("created_at", pa.string()),
+        ("domains", pa.list_(pa.string())),  # the domains it stood for as a champion (what it was trained for)
+        ("champion_of", pa.list_(pa.string())),  # the domains whose runs and plans it scores now
+        ("val_accuracy_by_domain", pa.string()),  # JSON {domain: accuracy on the domain's validation pairs}
     ]
 )
 
@@ -210,7 +213,7 @@ EVALUATION = pa.schema(
         ("n_problems", pa.int64()),
         ("verification_tokens", pa.float64()),  # mean per problem, as if the method ran alone
         ("execution_tokens", pa.float64()),  # mean per problem: orchestrator + sub-agent tokens of executed runs
-        ("rm_version", pa.int64()),
+        ("rm_version", pa.int64()),  # the champion of the benchmark's domain
         ("created_at", pa.string()),
     ]
 )

@@ -1,5 +1,6 @@
-"""LLM judges that name the best of N candidates: from the plans alone (plan_judge) or from the executed
-trajectories (trajectory_judge). Every verdict is cached by (method, problem, candidate set, model)."""
+"""LLM judges that name the best of N candidates (the LLM_JUDGE methods: what each shows the judge, the plans or the
+executed trajectories, and its prompt are the method's). Every verdict is cached by (method, problem, candidate
+set, model)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from orchrm_dagster.evaluation.methods import method_named
 from orchrm_dagster.evaluation.settings import JudgeSettings
 from orchrm_dagster.llm import ChatRequest, LLMBackend, SamplingSettings
 from orchrm_dagster.mas import render_prompt
 
-PROMPT_OF = {"plan_judge": "judge_plans", "trajectory_judge": "judge_trajectories"}
 _CHOICE = re.compile(r"<choice>\s*(\d+)\s*</choice>")
 _NUMBER = re.compile(r"\b(\d+)\b")
 
@@ -77,7 +78,8 @@ def parse_choice(text: str, n: int) -> int | None:
 
 def judge_prompt(call: JudgeCall, max_chars: int) -> str:
     shown = "\n\n".join(f"[Candidate {k}]\n{_cut(text, max_chars)}" for k, text in enumerate(call.texts, 1))
-    return render_prompt(PROMPT_OF[call.method], question=call.question, candidates=shown, n=len(call.texts))
+    prompt = method_named(call.method).judge_prompt
+    return render_prompt(prompt, question=call.question, candidates=shown, n=len(call.texts))
 
 
 def _cut(text: str, max_chars: int) -> str:

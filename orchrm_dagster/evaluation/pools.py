@@ -3,37 +3,52 @@ choosing ranks or votes by."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
 
 from orchrm_dagster.evaluation.settings import EvaluationSettings
+from orchrm_dagster.rm import benchmark_domains
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 GROUP = ("benchmark", "policy", "problem_id")
 
 
-def candidate_pool(root: StorageRoot, settings: EvaluationSettings, rm_version: int | None,
-                   excluded_problems: frozenset[str]) -> pl.DataFrame:
-    """One row per labeled run outside `excluded_problems` (ids and numbers only: the texts stay in Parquet until a
-    verifier or a judge needs them, see `run_texts`): its correctness, vote key (the labeler's extracted
-    answer, normalised), the reward model's score and tokens (null when `rm_version` did not score it), its plan's
-    log-probability and its execution tokens. `pkey` numbers the problems of each (benchmark, policy), `idx` a
-    problem's runs in run_id order, `m` is the pool size."""
+def candidate_pool(root: StorageRoot, settings: EvaluationSettings, champions: Mapping[str, int],
+                   seen_problems: Mapping[str, frozenset[str]]) -> pl.DataFrame:
+    """One row per labeled run on a problem the champion of its domain never saw (`champions`, `seen_problems`: by
+    domain) (ids and numbers only: the texts stay in Parquet until a verifier or a judge needs them, see
+    `run_texts`): its correctness, vote key (the labeler's extracted answer, normalised), the score and tokens of
+    its domain's champion (null when that version did not score it), its plan's log-probability and its execution
+    tokens. `pkey` numbers the problems of each (benchmark, policy), `idx` a problem's runs in run_id order, `m` is
+    the pool size."""
     runs = scan_table(root, "runs").select(
         "run_id", "benchmark", pl.col("policy_name").alias("policy"), "problem_id", pl.col("plan_logprob").alias("logprob"),
         (pl.col("orchestrator_tokens").fill_null(0) + pl.col("subagent_tokens").fill_null(0)).alias("exec_tokens"))
     labels = (scan_table(root, "labels").filter(pl.col("is_correct").is_not_null())
               .group_by("run_id").agg(pl.col("is_correct").first().alias("correct"),
                                       pl.col("extracted_answer").first().alias("extracted")))
-    scores = (scan_table(root, "rm_scores").filter(pl.col("rm_version") == rm_version)
-              .group_by("run_id").agg(pl.col("score").first(), pl.col("tokens").first().alias("rm_tokens")))
-    pool = runs.join(labels, on="run_id").join(scores, on="run_id", how="left")
+    scores = (scan_table(root, "rm_scores").filter(pl.col("rm_version").is_in(sorted(set(champions.values()))))
+              .group_by("run_id", "rm_version")
+              .agg(pl.col("score").first(), pl.col("tokens").first().alias("rm_tokens")))
+    seen = pl.DataFrame([(domain, problem) for domain, problems in seen_problems.items() for problem in problems],
+                        schema={"domain": pl.String, "problem_id": pl.String}, orient="row")
+    pool = (runs.join(labels, on="run_id").join(_champion_of_benchmark(runs, champions).lazy(), on="benchmark")
+            .join(scores, on=["run_id", "rm_version"], how="left")
+            .join(seen.lazy(), on=["domain", "problem_id"], how="anti").drop("domain", "rm_version"))
     if settings.benchmarks:
         pool = pool.filter(pl.col("benchmark").is_in(settings.benchmarks))
     if settings.policies:
         pool = pool.filter(pl.col("policy").is_in(settings.policies))
-    if excluded_problems:
-        pool = pool.filter(~pl.col("problem_id").is_in(sorted(excluded_problems)))
     return index_pool(pool.with_columns(answer=vote_key(pl.col("extracted"))).drop("extracted").collect())
+
+
+def _champion_of_benchmark(runs: pl.LazyFrame, champions: Mapping[str, int]) -> pl.DataFrame:
+    """Each benchmark of the runs, its domain and the domain's champion (null: none yet)."""
+    benchmarks = runs.select("benchmark").unique().collect()["benchmark"]
+    domains = benchmark_domains(benchmarks)
+    return pl.DataFrame({"benchmark": benchmarks, "domain": domains,
+                         "rm_version": pl.Series([champions.get(d) for d in domains], dtype=pl.Int64)})
 
 
 def index_pool(pool: pl.DataFrame) -> pl.DataFrame:

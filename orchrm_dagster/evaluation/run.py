@@ -16,14 +16,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE, VERIFIER_SCORES
-from orchrm_dagster.evaluation import methods
 from orchrm_dagster.evaluation.judges import JudgeCall, Verdict, run_judges
+from orchrm_dagster.evaluation.methods import EvaluationMethod, MethodKind, method_named
+from orchrm_dagster.evaluation.methods.common import RESULT_COLUMNS, candidate_set_members, judged, one_sample
 from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
 from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, run_texts, trajectories
-from orchrm_dagster.evaluation.settings import EXECUTE_ALL, EvaluationSettings
+from orchrm_dagster.evaluation.settings import EvaluationSettings
 from orchrm_dagster.evaluation.verifier import STATIC_EVALUATORS, MiniLMEmbedder, agreement_score, static_scores
 from orchrm_dagster.llm import LLMBackend
-from orchrm_dagster.rm import backbone_path, current_champion, pair_problems
+from orchrm_dagster.rm import backbone_path, current_champions, domain_of, newest_champion, pair_problems
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 NORMAL_LIMIT = 5000  # above this many problems the bootstrap's normal limit gives the interval
@@ -33,7 +34,7 @@ SET_ROWS = 4_000_000  # candidate-set rows held at once (about 300 MB)
 @dataclass
 class EvaluationOutcome:
     evaluation_id: str
-    rm_version: int | None
+    rm_version: int | None  # the newest champion (each row names the champion of its benchmark's domain)
     rows: list[dict]
     problems: int = 0
     held_out_excluded: int = 0  # problems left out because the reward model saw them in a pair
@@ -52,34 +53,40 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
              now: datetime | None = None) -> EvaluationOutcome:
     started = time.perf_counter()
     now = now or datetime.now(timezone.utc)
-    rm_version, seen = _reward_model(root)
+    chosen = [method_named(name) for name in settings.methods]
+    champions, seen = _reward_model(root)
+    rm_version = newest_champion(champions)  # names the champions in the id; each row names its domain's
     evaluation_id = f"{now:%Y%m%dT%H%M%S}-v{rm_version or 0}-{_digest(settings, now)}"
     outcome = EvaluationOutcome(evaluation_id, rm_version, [])
-    if seen is None and rm_version is not None:
-        seen = frozenset(scan_table(root, "pairs").select("problem_id").unique().collect()["problem_id"].to_list())
-        outcome.notes.append(f"reward model v{rm_version} did not record its pairs' problems: the problems of the "
-                             f"current pairs table are held out instead")
-    pool = candidate_pool(root, settings, rm_version, seen or frozenset())
-    outcome.held_out_excluded = len(seen or ())
+    unrecorded = sorted({champions[domain] for domain, problems in seen.items() if problems is None})
+    if unrecorded:
+        paired = frozenset(scan_table(root, "pairs").select("problem_id").unique().collect()["problem_id"].to_list())
+        seen = {domain: paired if problems is None else problems for domain, problems in seen.items()}
+        outcome.notes.append(f"reward model {', '.join(f'v{v}' for v in unrecorded)} did not record its pairs' "
+                             f"problems: the problems of the current pairs table are held out instead")
+    pool = candidate_pool(root, settings, champions, seen)
+    outcome.held_out_excluded = len(frozenset().union(*seen.values()))
     outcome.runs_without_score = pool.filter(pl.col("score").is_null()).height
-    if rm_version is None and "orchrm_bon" in settings.methods:
-        outcome.notes.append("no reward model yet: orchrm_bon ranks every run last (ties by run_id)")
+    if rm_version is None:
+        outcome.notes += [f"no reward model yet: {method.name} ranks every run last (ties by run_id)"
+                          for method in chosen if method.needs_reward_model]
     verifier_rows = None
-    if "collaborative_verifier" in settings.methods and pool.height:
+    if any(method.needs_verifier_panel for method in chosen) and pool.height:
         pool, verifier_rows = _with_verifier(root, pool, settings, evaluation_id)
-    per_problem = _per_problem_results(root, pool, settings, judge_backend, evaluation_id, outcome)
-    outcome.rows = _rows(per_problem, settings, evaluation_id, rm_version, now)
+    per_problem = _per_problem_results(root, pool, chosen, settings, judge_backend, outcome)
+    outcome.rows = _rows(per_problem, settings, evaluation_id, champions, now)
     outcome.problems = per_problem.select(GROUP).unique().height if per_problem.height else 0
     _write(root, outcome, per_problem, verifier_rows)
     outcome.seconds = time.perf_counter() - started
     return outcome
 
 
-def _reward_model(root: StorageRoot) -> tuple[int | None, frozenset[str] | None]:
-    champion = current_champion(root)
-    if champion is None:
-        return None, frozenset()
-    return champion["version"], pair_problems(root, champion["version"])
+def _reward_model(root: StorageRoot) -> tuple[dict[str, int], dict[str, frozenset[str] | None]]:
+    """Each domain's champion, and the problems of the pairs it saw (None: it did not record them): a problem is
+    held out when the champion of its domain never saw it."""
+    champions = current_champions(root)
+    seen = {version: pair_problems(root, version) for version in set(champions.values())}
+    return champions, {domain: seen[version] for domain, version in champions.items()}
 
 
 def _digest(settings: EvaluationSettings, now: datetime) -> str:
@@ -139,38 +146,31 @@ def _pool_agreement(pool: pl.DataFrame) -> list[float]:
 # ---------------------------------------------------------------- methods
 
 
-def _per_problem_results(root, pool: pl.DataFrame, settings: EvaluationSettings, judge_backend,
-                         evaluation_id: str, outcome: EvaluationOutcome) -> pl.DataFrame:
+def _per_problem_results(root, pool: pl.DataFrame, chosen: list[EvaluationMethod], settings: EvaluationSettings,
+                         judge_backend, outcome: EvaluationOutcome) -> pl.DataFrame:
     results = []
-    chosen = settings.methods
-    baseline = methods.single(pool)
+    baseline = one_sample(pool)
     keys = pool.select("pkey", *GROUP).unique()  # names the set-based methods' per-pkey rows
     for n in sorted(set(settings.ns)):
         if n == 1:  # one candidate: every method takes it, and there is nothing to verify
-            results += [_tag(baseline, method, 1) for method in chosen]
+            results += [_tag(baseline, method.name, 1) for method in chosen]
             continue
-        for method in chosen:
-            if method in RANKED:
-                results.append(_tag(RANKED[method](pool, n), method, n))
-        set_based = [method for method in chosen if method not in RANKED and method != "single"]
+        at_n = [method for method in chosen if method.max_n is None or n <= method.max_n]
+        for method in at_n:
+            if method.kind is MethodKind.RANKED:
+                results.append(_tag(method.choose(pool, n, settings), method.name, n))
+        set_based = [method for method in at_n if method.kind is not MethodKind.RANKED]
         for part in _slices(pool, n, settings) if set_based else ():
-            members = methods.candidate_set_members(part, n, settings, stream=part["pkey"][0])
+            members = candidate_set_members(part, n, settings, stream=part["pkey"][0])
             for method in set_based:
                 frame = _set_choice(root, part, members, method, n, settings, judge_backend, outcome)
                 if frame is not None:
-                    results.append(_tag(frame.join(keys, on="pkey"), method, n))
+                    results.append(_tag(frame.join(keys, on="pkey"), method.name, n))
     if not results:
         return pl.DataFrame(schema={**dict.fromkeys(GROUP, pl.String), "accuracy": pl.Float64,
                                     "verification": pl.Float64, "execution": pl.Float64, "method": pl.String,
                                     "n": pl.Int64})
     return pl.concat(results, how="vertical_relaxed")
-
-
-RANKED = {
-    "orchrm_bon": lambda pool, n: methods.ranked_choice(pool, "score", n, "rm_tokens"),
-    "logprob": lambda pool, n: methods.ranked_choice(pool, "logprob", n, None),
-    "oracle": methods.oracle,
-}
 
 
 def _slices(pool: pl.DataFrame, n: int, settings: EvaluationSettings):
@@ -186,37 +186,33 @@ def _slices(pool: pl.DataFrame, n: int, settings: EvaluationSettings):
             yield part
 
 
-def _set_choice(root, pool, members, method: str, n: int, settings: EvaluationSettings, judge_backend,
+def _set_choice(root, pool, members, method: EvaluationMethod, n: int, settings: EvaluationSettings, judge_backend,
                 outcome: EvaluationOutcome) -> pl.DataFrame | None:
-    if method == "majority_vote":
-        return methods.majority_vote(members, n)
-    if method == "collaborative_verifier":
-        return methods.collaborative_verifier(members, n, settings.verifier.weights.agreement)
+    if method.kind is MethodKind.CANDIDATE_SET:
+        return method.choose(members, n, settings)
     return _judge(root, pool, members, method, n, settings, judge_backend, outcome)
 
 
 def _tag(frame: pl.DataFrame, method: str, n: int) -> pl.DataFrame:
-    return frame.select(*methods.RESULT_COLUMNS).with_columns(method=pl.lit(method), n=pl.lit(n, dtype=pl.Int64))
+    return frame.select(*RESULT_COLUMNS).with_columns(method=pl.lit(method), n=pl.lit(n, dtype=pl.Int64))
 
 
-def _judge(root, pool: pl.DataFrame, members: pl.DataFrame, method: str, n: int, settings: EvaluationSettings,
-           backend, outcome: EvaluationOutcome) -> pl.DataFrame | None:
+def _judge(root, pool: pl.DataFrame, members: pl.DataFrame, method: EvaluationMethod, n: int,
+           settings: EvaluationSettings, backend, outcome: EvaluationOutcome) -> pl.DataFrame | None:
     if backend is None:
-        if not any(method in note for note in outcome.notes):
-            outcome.notes.append(f"{method}: no judge backend given, not evaluated")
+        if not any(method.name in note for note in outcome.notes):
+            outcome.notes.append(f"{method.name}: no judge backend given, not evaluated")
         return None
-    judged = (members.filter(pl.col("set_id") < settings.judge.draws).sort("pkey", "set_id", "slot")
-              .join(pool.select("pkey", "idx", "problem_id", "run_id"), on=["pkey", "idx"], maintain_order="left"))
-    judged = judged.join(run_texts(root, judged["run_id"].unique().to_list()), on="run_id", maintain_order="left")
-    sets = judged.group_by("pkey", "set_id", maintain_order=True).agg(
-        pl.col("problem_id").first(), pl.col("question").first(), pl.col("run_id"), pl.col("plan"),
-        pl.col("final_answer"))
-    texts = None
-    if method == "trajectory_judge":
-        run_ids = judged["run_id"].unique().to_list()
-        texts = trajectories(root, run_ids, dict(zip(judged["run_id"].to_list(), judged["final_answer"].to_list())))
-    calls = [JudgeCall(method, row["problem_id"], row["question"], tuple(row["run_id"]),
-                       tuple(row["plan"]) if texts is None else tuple(texts[r] for r in row["run_id"]))
+    judged_runs = (members.filter(pl.col("set_id") < settings.judge.draws).sort("pkey", "set_id", "slot")
+                   .join(pool.select("pkey", "idx", "problem_id", "run_id"), on=["pkey", "idx"],
+                         maintain_order="left"))
+    judged_runs = judged_runs.join(run_texts(root, judged_runs["run_id"].unique().to_list()), on="run_id",
+                                   maintain_order="left")
+    sets = judged_runs.group_by("pkey", "set_id", maintain_order=True).agg(
+        pl.col("problem_id").first(), pl.col("question").first(), pl.col("run_id"))
+    shown = method.choose(root, judged_runs)
+    calls = [JudgeCall(method.name, row["problem_id"], row["question"], tuple(row["run_id"]),
+                       tuple(shown[run_id] for run_id in row["run_id"]))
              for row in sets.iter_rows(named=True)]
     cache = _judge_cache(root)
     verdicts, fresh = run_judges(calls, backend, settings.judge, cache)
@@ -229,7 +225,7 @@ def _judge(root, pool: pl.DataFrame, members: pl.DataFrame, method: str, n: int,
         "slot": [verdicts[c.key(backend.model_id)].choice for c in calls],
         "tokens": [verdicts[c.key(backend.model_id)].prompt_tokens + verdicts[c.key(backend.model_id)].completion_tokens
                    for c in calls]}, schema={"pkey": pl.Int64, "set_id": pl.Int64, "slot": pl.Int64, "tokens": pl.Int64})
-    return methods.judged(members, picks, n, method in EXECUTE_ALL)
+    return judged(members, picks, n, method.executes_all)
 
 
 def _judge_cache(root) -> dict[str, Verdict]:
@@ -240,7 +236,7 @@ def _judge_cache(root) -> dict[str, Verdict]:
 # ---------------------------------------------------------------- table, interval, output
 
 
-def _rows(per_problem: pl.DataFrame, settings: EvaluationSettings, evaluation_id: str, rm_version,
+def _rows(per_problem: pl.DataFrame, settings: EvaluationSettings, evaluation_id: str, champions: dict[str, int],
           now: datetime) -> list[dict]:
     rows = []
     rng = np.random.default_rng(settings.seed)
@@ -252,7 +248,8 @@ def _rows(per_problem: pl.DataFrame, settings: EvaluationSettings, evaluation_id
         rows.append({"evaluation_id": evaluation_id, "benchmark": benchmark, "policy": policy, "method": method,
                      "n": n, "accuracy": float(accuracy.mean()), "ci_low": low, "ci_high": high,
                      "n_problems": len(accuracy), "verification_tokens": float(group["verification"].mean()),
-                     "execution_tokens": float(group["execution"].mean()), "rm_version": rm_version,
+                     "execution_tokens": float(group["execution"].mean()),
+                     "rm_version": champions.get(domain_of(benchmark)),
                      "created_at": now.isoformat()})
     return rows
 

@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 from orchrm_dagster.engine_config import Field, engine_config
-
-Method = Literal["single", "orchrm_bon", "majority_vote", "logprob", "collaborative_verifier", "plan_judge",
-                 "trajectory_judge", "oracle"]
-METHODS: tuple[str, ...] = get_args(Method)
-# Methods that execute every one of the N candidates before choosing (the rest execute only the one they pick).
-EXECUTE_ALL = frozenset({"majority_vote", "trajectory_judge", "collaborative_verifier", "oracle"})
-JUDGES = ("plan_judge", "trajectory_judge")
+from orchrm_dagster.evaluation.methods import method_named, method_names
 
 
 @engine_config
@@ -52,7 +44,10 @@ class JudgeSettings:
 class EvaluationSettings:
     benchmarks: tuple[str, ...] = Field(default=(), description="Only these benchmarks (empty: every one)")
     policies: tuple[str, ...] = Field(default=(), description="Only these policies (empty: every one)")
-    methods: tuple[Method, ...] = Field(default=METHODS, description="Ways of choosing among N runs to compare")
+    methods: tuple[str, ...] = Field(
+        default_factory=method_names,
+        description="Ways of choosing among N runs to compare (default: every registered method, see "
+                    "`orchrm evaluate --help`)")
     ns: tuple[int, ...] = Field(default=(1, 2, 4, 8), description="Candidate-set sizes N")
     draws: int = Field(default=64, description="Seeded candidate sets per problem and N for methods whose choice "
                                                "depends on the whole set, when there are more than max_enumerate")
@@ -63,7 +58,14 @@ class EvaluationSettings:
     judge: JudgeSettings = Field(default_factory=JudgeSettings, description="The LLM judges")
 
     def __post_init__(self) -> None:
+        for name in self.methods:
+            method_named(name)  # ValueError naming an unknown method and the known ones
         if not self.ns or min(self.ns) < 1:
             raise ValueError("ns must hold candidate-set sizes >= 1")
         if self.draws < 1 or self.max_enumerate < 1 or self.bootstrap < 1:
             raise ValueError("draws, max_enumerate and bootstrap must be >= 1")
+
+    @property
+    def needs_llm_backend(self) -> bool:
+        """Whether a chosen method (an LLM judge) takes an LLM backend."""
+        return any(method_named(name).needs_llm for name in self.methods)

@@ -232,19 +232,57 @@ def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: i
 
 
 def _print_reward_model_summary() -> None:
-    rows = _storage().warehouse().query(
-        "select version, n_train_pairs, n_validation_pairs, round(val_accuracy, 3) val_accuracy, is_champion "
-        "from rm_checkpoints order by version").to_pylist()
-    _print_rows(["rm version", "train pairs", "validation pairs", "val accuracy", "champion"],
-                [list(r.values()) for r in rows])
+    # select *: a table written before champions were per domain lacks the domain columns
+    rows = _storage().warehouse().query("select * from rm_checkpoints order by version").to_pylist()
+    _print_rows(["rm version", "domains", "champion of", "train pairs", "validation pairs", "val accuracy",
+                 "val accuracy by domain"],
+                [(r["version"], ", ".join(r.get("domains") or ()),
+                  ", ".join(r.get("champion_of") or ()) or ("every domain" if r["is_champion"] else ""),
+                  r["n_train_pairs"], r["n_validation_pairs"], _rounded(r["val_accuracy"]),
+                  _by_domain(r.get("val_accuracy_by_domain"))) for r in rows])
 
 
-@main.command(name="evaluate")
+def _rounded(value: float | None) -> float | None:
+    return round(value, 3) if value is not None else None
+
+
+def _by_domain(accuracies: str | None) -> str:
+    return ", ".join(f"{domain} {value:.3f}" for domain, value in json.loads(accuracies or "{}").items())
+
+
+def _evaluation_methods() -> dict:
+    from orchrm_dagster.evaluation import registered_methods
+
+    return registered_methods()
+
+
+class _MethodList(click.ParamType):
+    """Comma-separated evaluation methods, each one the registry holds (else click's usage error)."""
+
+    name = "methods"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        names = tuple(part.strip() for part in value.split(",") if part.strip())
+        known = _evaluation_methods()
+        for name in names:
+            if name not in known:
+                self.fail(f"unknown method {name!r}; choose from {', '.join(known)}", param, ctx)
+        return names
+
+
+def _methods_epilog() -> str:
+    lines = [f"  {m.name}: {m.description} [executes {'all N' if m.executes_all else 'one'}"
+             f"{'; needs an LLM backend' if m.needs_llm else ''}]" for m in _evaluation_methods().values()]
+    return "\b\nMethods:\n" + "\n".join(lines)  # \b: click keeps the lines as they are
+
+
+@main.command(name="evaluate", epilog=_methods_epilog())
 @click.option("--benchmark", "benchmarks", multiple=True, help="Only this benchmark (repeatable).")
 @click.option("--policy", "policies", multiple=True, help="Only this policy (repeatable).")
-@click.option("--methods", default=None, help="Comma-separated methods (default: all): " + ", ".join(
-    ("single", "orchrm_bon", "majority_vote", "logprob", "collaborative_verifier", "plan_judge", "trajectory_judge",
-     "oracle")))
+@click.option("--methods", type=_MethodList(), default=None,
+              help="Comma-separated methods (default: all): " + ", ".join(_evaluation_methods()) + ".")
 @click.option("--n", "ns", default="1,2,4,8", show_default=True, help="Comma-separated candidate-set sizes N.")
 @click.option("--judge-draws", type=click.IntRange(min=1), default=None,
               help="Candidate sets each LLM judge sees per problem and N (each one call, cached).")
@@ -261,7 +299,7 @@ def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
 
     chosen: dict = {"benchmarks": tuple(benchmarks), "policies": tuple(policies), "ns": tuple(_int_list(ns, "--n"))}
     if methods:
-        chosen["methods"] = tuple(m.strip() for m in methods.split(",") if m.strip())
+        chosen["methods"] = methods
     if judge_draws:
         chosen["judge"] = JudgeSettings(draws=judge_draws)
     try:
@@ -278,31 +316,59 @@ def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
             console.print(f"{name.removesuffix('_file').replace('_', ' ')}: {metadata[name]}", soft_wrap=True)
 
 
-def _reward_modes() -> list[str]:
-    import typing
+def _rewards_help() -> str:
+    from orchrm_dagster.grpo import reward_kinds
 
-    from orchrm_dagster.grpo import RewardMode
+    listed = "; ".join(f"{name}: {kind.description}" for name, kind in reward_kinds().items())
+    return (f"Comma-separated rewards of a sampled plan, summed (default: the loop resource's round config, "
+            f"orchrm). {listed}.")
 
-    return list(typing.get_args(RewardMode))
+
+def _reward_names(ctx, param, text: str | None) -> tuple[str, ...] | None:
+    from orchrm_dagster.grpo import reward_kinds
+
+    if text is None:
+        return None
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in reward_kinds()]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(unknown) or text!r}: choose from {', '.join(reward_kinds())}")
+    return names
+
+
+def _float_list(ctx, param, text: str | None) -> tuple[float, ...] | None:
+    try:
+        return None if text is None else tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError as err:
+        raise click.BadParameter(f"{text!r}: comma-separated numbers expected") from err
 
 
 @main.command(name="loop")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="GRPO rounds to run now: the loop goes on until it has run this many more.")
-@click.option("--reward-mode", type=click.Choice(_reward_modes()), default=None,
-              help="What rewards a sampled plan (default: the loop resource's round config, orchrm).")
+@click.option("--rewards", callback=_reward_names, default=None, metavar="NAME[,NAME...]", help=_rewards_help())
+@click.option("--reward-weights", callback=_float_list, default=None, metavar="W[,W...]",
+              help="One weight > 0 per reward of --rewards (default: 1 each).")
+@click.option("--start", type=click.Choice(["continue", "scratch"]), default=None,
+              help="continue: from the specialized policy, the reward model on every pair; scratch: MAS-Orchestra's "
+                   "from-scratch recipe: from the base policy, the reward model retrained on correct-over-incorrect "
+                   "pairs only; rounds continue from the last promoted checkpoint of the same recipe (default: the "
+                   "loop resource's round.start).")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="GRPO steps per round.")
 @click.option("--group-size", type=click.IntRange(min=2), default=None, help="Plans per problem and step.")
 @click.option("--token-budget", type=click.IntRange(min=1), default=None,
               help="Stop between rounds once the rounds' generation, reward and rollout tokens reach this.")
 @click.option("--retrain-min-new-pairs", type=click.IntRange(min=0), default=None,
               help="Retrain the reward model once this many pairs arrived since it last trained.")
-def loop_command(rounds, reward_mode, steps, group_size, token_budget, retrain_min_new_pairs) -> None:
+def loop_command(rounds, rewards, reward_weights, start, steps, group_size, token_budget,
+                 retrain_min_new_pairs) -> None:
     """The loop that keeps learning, as the daemon runs it: the same decisions and the same runs as the loop's
     sensors (ingest what landed, rebuild pairs, retrain the reward model when enough new pairs arrived, score,
     roll out the last promoted checkpoint, start the next GRPO round), run here in-process until ROUNDS more rounds
     are done; then the rounds table."""
     import dataclasses
+
+    import pydantic
 
     from orchrm_dagster.glue.loop import LoopFailed, drive
     from orchrm_dagster.loop import rounds as finished_rounds
@@ -311,12 +377,18 @@ def loop_command(rounds, reward_mode, steps, group_size, token_budget, retrain_m
     root = defs.resources["storage"].storage_root()
     loop = defs.resources["loop"].to_engine()
     before = len(finished_rounds(root))
-    round_changes = {key: value for key, value in (("reward_mode", reward_mode), ("steps", steps),
-                                                   ("group_size", group_size)) if value is not None}
+    round_changes = {key: value for key, value in (("rewards", rewards), ("reward_weights", reward_weights),
+                                                   ("start", start), ("steps", steps), ("group_size", group_size))
+                     if value is not None}
+    if rewards is not None and reward_weights is None:
+        round_changes["reward_weights"] = ()  # the configured weights belong to the configured rewards
     changes = {key: value for key, value in (("token_budget", token_budget),
                                              ("retrain_min_new_pairs", retrain_min_new_pairs)) if value is not None}
-    loop = dataclasses.replace(loop, rounds=before + rounds, round=dataclasses.replace(loop.round, **round_changes),
-                               **changes)
+    try:
+        loop = dataclasses.replace(loop, rounds=before + rounds,
+                                   round=dataclasses.replace(loop.round, **round_changes), **changes)
+    except (pydantic.ValidationError, ValueError) as err:
+        raise click.BadParameter(str(err)) from err
     with _progress() as progress:
         task = progress.add_task("loop", total=rounds)
 

@@ -3,7 +3,10 @@
 The engine defines each config once (`orchrm_dagster.engine_config`); the launchpad sees the same fields with the
 same defaults and descriptions because the Dagster class is built from it, field by field. Dagster's config system
 takes lists, not tuples, and nested `Config` classes, not dataclasses: those are translated here and back again by
-`to_engine()`.
+`to_engine()`. A field holding a union of engine configs discriminated by a `kind` field (pydantic
+`Field(discriminator=...)`) becomes the union of their generated classes, which the launchpad shows as a selector:
+`{openai: {base_url: ..., model: ...}}`; the generated classes also take `{"kind": "openai", ...}` and engine
+instances for such fields when constructed in Python.
 """
 
 from __future__ import annotations
@@ -24,12 +27,18 @@ _DEFAULTS: dict[type, object] = {}  # generated Dagster class -> the engine inst
 class EngineConfig(dg.Config):
     """Run config generated from an engine config; `to_engine()` gives the engine's frozen instance."""
 
+    def __init__(self, **values):
+        super().__init__(**_dagster_values(type(self), values))
+
     def to_engine(self):
         return _to_engine(self)
 
 
 class EngineResource(dg.ConfigurableResource):
     """A resource whose fields are an engine config's; `to_engine()` gives the engine's frozen instance."""
+
+    def __init__(self, **values):
+        super().__init__(**_dagster_values(type(self), values))
 
     def to_engine(self):
         return _to_engine(self)
@@ -70,6 +79,8 @@ _UNSET = object()
 
 
 def _field(info: FieldInfo, owner: str, override=_UNSET) -> tuple[Any, FieldInfo]:
+    if info.discriminator:
+        return _union_field(info, override)
     annotation = _dagster_type(info.annotation)
     if override is not _UNSET:
         value = override
@@ -83,6 +94,16 @@ def _field(info: FieldInfo, owner: str, override=_UNSET) -> tuple[Any, FieldInfo
         annotation = dagster_config(type(value), f"{owner}_{type(value).__name__}Config", defaults=value)
         return annotation, pydantic.Field(default=annotation(), description=info.description)
     return annotation, pydantic.Field(default=_dagster_value(value, annotation), description=info.description)
+
+
+def _union_field(info: FieldInfo, override=_UNSET) -> tuple[Any, FieldInfo]:
+    """A discriminated union of engine configs: the union of their generated classes, under the same discriminator."""
+    annotation = typing.Union[tuple(_nested_class(member) for member in typing.get_args(info.annotation))]
+    if override is _UNSET and info.is_required():
+        return annotation, pydantic.Field(discriminator=info.discriminator, description=info.description)
+    value = info.get_default(call_default_factory=True) if override is _UNSET else override
+    return annotation, pydantic.Field(default=_dagster_value(value), discriminator=info.discriminator,
+                                      description=info.description)
 
 
 def _dagster_type(annotation):
@@ -120,6 +141,24 @@ def _dagster_value(value, annotation=None):
         generated = annotation if isinstance(annotation, type) and issubclass(annotation, EngineConfig) else None
         return from_engine(generated or _nested_class(type(value)), value)
     return value
+
+
+def _dagster_values(generated: type, values: dict) -> dict:
+    """Constructor arguments as Dagster's config takes them: engine instances as generated classes; a discriminated
+    union's member given as a dict holding its discriminator (`{"kind": "openai", ...}`) is validated by the engine
+    first (Dagster's classes ignore unknown fields)."""
+    engine_fields = engine_class_of(generated).__pydantic_fields__
+    converted = {}
+    for name, value in values.items():
+        info = engine_fields.get(name)
+        if info is not None and info.discriminator and isinstance(value, dict) and info.discriminator in value:
+            union = typing.Annotated[info.annotation, pydantic.Field(discriminator=info.discriminator)]
+            value = pydantic.TypeAdapter(union, config=pydantic.ConfigDict(title=f"{generated.__name__}.{name}")
+                                         ).validate_python(value)
+        if info is not None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = _dagster_value(value, generated.model_fields[name].annotation)
+        converted[name] = value
+    return converted
 
 
 def from_engine(generated: type, value):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from orchrm_dagster.glue.config_bridge import EngineResource, dagster_config
-from orchrm_dagster.llm import BackendSpec, LLMBackend, build_backend
+from orchrm_dagster.llm import BackendSpec, LLMBackend, LLMSettings, build_backend
 from orchrm_dagster.loop import LoopSettings
 from orchrm_dagster.orchestration import PolicySpec
 from orchrm_dagster.storage import StorageRoot, StorageSettings, Warehouse, default_storage_url
@@ -28,13 +28,16 @@ def default_storage_resource() -> StorageResource:
     return StorageResource(root=default_storage_url())
 
 
-class LLMBackendResource(dagster_config(BackendSpec, "LLMBackendResourceFields", base=EngineResource)):
+class LLMBackendResource(dagster_config(LLMSettings, "LLMBackendResourceFields", base=EngineResource)):
     """The LLM the sub-agents run on (and the default of every orchestrator policy). Switching backends is config:
-    `transformers` (embedded SmolLM2 on the CPU by default), `openai` (any OpenAI-compatible server such as
-    `vllm serve`), or `vllm` (in-process engine; needs the `gpu` extra)."""
+    `backend: {<kind>: {<that backend's fields>}}`, a kind being any registered backend (`orchrm_dagster/llm/
+    *_backend.py`); by default the embedded SmolLM2 on transformers."""
 
-    def backend(self) -> LLMBackend:
-        return build_backend(self.to_engine())
+    def spec(self) -> BackendSpec:
+        return self.to_engine().backend
+
+    def build(self) -> LLMBackend:
+        return build_backend(self.spec())
 
 
 class PolicyRegistry(dg.ConfigurableResource):

@@ -95,7 +95,7 @@ def checkpoint_row(round_number: int, path: str, base_model: str, reward_mode: s
 def checkpoint_policies(root: StorageRoot) -> list[PolicySpec]:
     """Every trained checkpoint as a policy of kind `checkpoint` the runner samples from: being in the table is
     what makes it one, no code or config change."""
-    return [PolicySpec(name=row["name"], kind="checkpoint", backend_kind="transformers",
+    return [PolicySpec(name=row["name"], kind="checkpoint",
                        checkpoint_path=ensure_local(root, row), step=row["round"], prompt=row["prompt"],
                        max_agents=row["max_agents"], max_new_tokens=row["max_new_tokens"], temperature=1.0)
             for row in read_table(root, "policy_checkpoints")]

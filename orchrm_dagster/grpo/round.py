@@ -10,17 +10,17 @@ from dataclasses import dataclass
 
 from filelock import FileLock, Timeout
 
-from orchrm_dagster.grpo.checkpoints import (append_row, base_model_dir, checkpoint_row, latest_checkpoint,
+from orchrm_dagster.grpo.checkpoints import (append_row, base_model_dir, checkpoint_policies, checkpoint_row,
                                              policy_name, publish_checkpoint, read_table)
-from orchrm_dagster.grpo.rewards import CollaborativeReward, OrchRMReward, Rollouts, TrajectoryReward
+from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
+from orchrm_dagster.grpo.rewards import RewardContext, Rollouts, held_out_rewards, plan_parses, reward_kinds
 from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.grpo.train import TrainOutcome, train_round
 from orchrm_dagster.labels import label_answer
 from orchrm_dagster.llm import BackendSpec, build_backend
 from orchrm_dagster.mas import render_prompt
 from orchrm_dagster.orchestration import PlanJob, PolicySpec, Problem, execute_plans, sample_plans, select_problems
-from orchrm_dagster.plans import PlanError, parse_plan
-from orchrm_dagster.rm import champion_scorer
+from orchrm_dagster.rm import champion_scorer, domain_of, trained_on
 from orchrm_dagster.storage import StorageRoot, local_work_dir
 
 
@@ -55,7 +55,7 @@ def policy_gate(before: "HeldOut", after: "HeldOut", margin: float) -> GateVerdi
 
 @dataclass(frozen=True)
 class HeldOut:
-    reward: float  # the champion's mean score of the sampled plans (format penalty for those that do not parse)
+    reward: float  # the champion's mean score of the sampled plans (unparseable ones placed as measure_held_out says)
     plans: list  # the samples
     accuracy: float | None = None
 
@@ -72,19 +72,18 @@ def round_problems(root: StorageRoot, settings: GRPOSettings, round_number: int)
 
 def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int,
                     registry: dict[str, PolicySpec]) -> tuple[PolicySpec, str]:
-    """The policy a round continues from (the latest checkpoint, or the registry's policy) and its model folder."""
-    if settings.start == "continue":
-        previous = latest_checkpoint(root, round_number)
-        if previous is not None:
-            from orchrm_dagster.grpo.checkpoints import checkpoint_policies
-
-            policy = next(p for p in checkpoint_policies(root) if p.name == previous["name"])
-            return policy, policy.checkpoint_path
-    name = settings.policy if settings.start == "continue" else settings.scratch_policy
-    if name not in registry:
-        raise KeyError(f"GRPO starts from policy {name!r}, which is not in the policy registry "
+    """The policy a round continues from and its model folder: the last promoted checkpoint of the round's lineage
+    (`policy` for continue, `scratch_policy` for scratch), else that registry policy itself."""
+    origin = settings.policy if settings.start == "continue" else settings.scratch_policy
+    previous = latest_of_lineage(read_table(root, "policy_checkpoints"), read_table(root, "grpo_rounds"),
+                                 round_number, origin, unknown_counts=settings.start == "continue")
+    if previous is not None:
+        policy = next(p for p in checkpoint_policies(root) if p.name == previous["name"])
+        return policy, policy.checkpoint_path
+    if origin not in registry:
+        raise KeyError(f"GRPO starts from policy {origin!r}, which is not in the policy registry "
                        f"(known: {', '.join(registry)})")
-    policy = registry[name]
+    policy = registry[origin]
     return policy, base_model_dir(root, policy.checkpoint_path or policy.model)
 
 
@@ -107,35 +106,38 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     started = time.perf_counter()
     policy, model_dir = starting_policy(root, settings, round_number, registry)
     policy = _trained_shape(policy, settings)
-    rm_version, scorer = champion_scorer(root, settings.scoring)
+    rm_version, scorer = champion_scorer(root, settings.scoring, domain_of(settings.benchmark))
+    problem = recipe_problem(settings.start, trained_on(root, rm_version))
+    if problem is not None:
+        raise ValueError(problem)
     train, held_out = round_problems(root, settings, round_number)
     subagent_backend = build_backend(subagents)
     on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name})")
     before = _start_checkpoint_after(root, policy, rm_version, settings) or measure_held_out(
-        policy, model_dir, held_out, settings, scorer, subagent_backend, execute=settings.heldout_execute)
+        policy, model_dir, held_out, settings, scorer, subagents, execute=settings.heldout_execute)
     rollouts = Rollouts(subagent_backend, settings.execution)
-    rewards = _rewards(settings, scorer, rollouts)
+    rewards = _rewards(settings, RewardContext(scorer, rollouts, settings.device, settings.unparseable_margin))
     work = local_work_dir(root) / "grpo" / f"r{round_number:04d}"
     on_step(f"round {round_number}: GRPO, {settings.steps} steps x {settings.group_size} plans "
-            f"({settings.reward_mode} reward)")
+            f"({settings.reward_label} reward)")
     trained = train_round(model_dir, _dataset(policy, train, settings), rewards, settings, str(work))
-    checkpoint_policy = PolicySpec(name=policy_name(round_number), kind="checkpoint", backend_kind="transformers",
+    checkpoint_policy = PolicySpec(name=policy_name(round_number), kind="checkpoint",
                                    checkpoint_path=str(work / "model"), step=round_number, prompt=policy.prompt,
                                    max_agents=policy.max_agents, max_new_tokens=policy.max_new_tokens)
     on_step(f"round {round_number}: held-out plans of the new policy")
-    after = measure_held_out(checkpoint_policy, str(work / "model"), held_out, settings, scorer, subagent_backend,
+    after = measure_held_out(checkpoint_policy, str(work / "model"), held_out, settings, scorer, subagents,
                              execute=settings.heldout_execute)
     verdict = policy_gate(before, after, settings.policy_margin)
     on_step(f"round {round_number}: {'promoted' if verdict.promoted else 'not promoted'}: {verdict.reason}")
     row = _round_row(round_number, settings, rm_version, trained, rewards, rollouts, before, after,
                      time.perf_counter() - started, policy.name, verdict)
     manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
-                "base_model": model_dir, "reward_mode": settings.reward_mode,
+                "base_model": model_dir, "reward_mode": settings.reward_label,
                 "rm_version": rm_version, "settings": repr(settings), "train_problems": [p.problem_id for p in train],
                 "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in (
                     "generation_tokens", "reward_tokens", "rollout_tokens")}}
     path = publish_checkpoint(root, round_number, work / "model", manifest)
-    append_row(root, "policy_checkpoints", checkpoint_row(round_number, str(path), model_dir, settings.reward_mode,
+    append_row(root, "policy_checkpoints", checkpoint_row(round_number, str(path), model_dir, settings.reward_label,
                                                           rm_version, checkpoint_policy, verdict.promoted))
     append_row(root, "grpo_rounds", row)
     return RoundOutcome(round_number, policy_name(round_number), str(path), row, trained.log_history,
@@ -147,7 +149,7 @@ def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
     import dataclasses
 
     return dataclasses.replace(policy, max_new_tokens=settings.max_completion_tokens, max_agents=settings.max_agents,
-                               grammar=settings.grammar, backend_kind="transformers")
+                               grammar=settings.grammar, backend_kind=None)  # a model folder: see backend_spec
 
 
 def _dataset(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings):
@@ -161,42 +163,42 @@ def _dataset(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings
     return Dataset.from_list(rows)
 
 
-def _rewards(settings: GRPOSettings, scorer, rollouts: Rollouts) -> list:
-    parts = settings.reward_mode.split("+")
-    rewards = []
-    if "orchrm" in parts:
-        rewards.append(OrchRMReward(scorer, settings.format_penalty))
-    if "trajectory" in parts:
-        rewards.append(TrajectoryReward(rollouts, settings.format_penalty))
-    if "collaborative" in parts:
-        from orchrm_dagster.evaluation import MiniLMEmbedder, VerifierSettings
-        from orchrm_dagster.rm import backbone_path
-
-        verifier = VerifierSettings()
-        embedder = MiniLMEmbedder(backbone_path(None), settings.device) if verifier.weights.similarity else None
-        rewards.append(CollaborativeReward(rollouts, verifier, settings.format_penalty, embedder))
-    return rewards
+def _rewards(settings: GRPOSettings, context: RewardContext) -> list:
+    """The TRL reward callables of `settings.rewards`, each built from its own settings section."""
+    kinds = reward_kinds()
+    return [kinds[name].build(getattr(settings.reward_settings, name), context) for name in settings.rewards]
 
 
 def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem], settings: GRPOSettings, scorer,
-                     subagent_backend, execute: bool) -> HeldOut:
+                     subagents: BackendSpec, execute: bool) -> HeldOut:
     """The champion's mean score of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
     `execute`, the share whose execution answers correctly)."""
     import dataclasses
 
-    backend = build_backend(BackendSpec(kind="transformers", model=model_dir, device=settings.device))
+    backend = build_backend(dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(subagents))
     policy = dataclasses.replace(policy, temperature=settings.heldout_temperature)
     samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
-    valid = [s for s in samples if not isinstance(parse_plan(s.plan), PlanError)]
-    scores = scorer.score([s.question for s in valid], [s.plan for s in valid]) if valid else []
-    rewards = scores + [settings.format_penalty] * (len(samples) - len(valid))
     accuracy = None
     if execute:
         results = execute_plans([PlanJob(s.question, s.plan, s.answer_type, s.seed) for s in samples],
-                                subagent_backend, settings.execution)
+                                build_backend(subagents), settings.execution)
         accuracy = sum(r.error is None and label_answer(s.answer_type, s.reference_answer, r.final_answer).is_correct
                        for s, r in zip(samples, results)) / len(samples)
-    return HeldOut(sum(rewards) / len(rewards), samples, accuracy)
+    return HeldOut(held_out_reward(samples, scorer, settings.unparseable_margin), samples, accuracy)
+
+
+def held_out_reward(samples: list, scorer, margin: float) -> float:
+    """The champion's mean score of the samples. A plan that does not parse counts as the training rule places it,
+    `margin` below the lowest parseable plan of its problem on the champion's raw scale (so before and after are
+    measured alike, whatever the champion's offset); where none of a problem's plans parses, below the lowest plan
+    of the whole measurement; where none parses at all, -inf: no checkpoint measures lower."""
+    parses = [plan_parses(s.plan) for s in samples]
+    valid = [s for s, parsed in zip(samples, parses) if parsed]
+    scores = iter(scorer.score([s.question for s in valid], [s.plan for s in valid]) if valid else [])
+    raw = [next(scores) if parsed else None for parsed in parses]
+    by_problem = held_out_rewards(raw, [s.problem_id for s in samples], margin)
+    rewards = held_out_rewards(by_problem, [None] * len(samples), margin)
+    return sum(rewards) / len(rewards) if rewards[0] is not None else float("-inf")
 
 
 def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int,
@@ -213,7 +215,7 @@ def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: i
 
 def _round_row(round_number, settings, rm_version, trained: TrainOutcome, rewards, rollouts, before: HeldOut,
                after: HeldOut, seconds: float, start_policy: str, verdict: GateVerdict) -> dict:
-    return {"round": round_number, "policy_checkpoint": policy_name(round_number), "reward_mode": settings.reward_mode,
+    return {"round": round_number, "policy_checkpoint": policy_name(round_number), "reward_mode": settings.reward_label,
             "rm_version": rm_version, "steps": trained.steps, "mean_reward": trained.mean_reward, "kl": trained.kl,
             "generation_tokens": trained.generation_tokens,
             "reward_tokens": sum(r.reward_tokens for r in rewards), "rollout_tokens": rollouts.tokens,

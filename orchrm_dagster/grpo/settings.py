@@ -5,10 +5,26 @@ from __future__ import annotations
 from typing import Literal
 
 from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.grpo.rewards import reward_kinds
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import ScoringSettings
 
-RewardMode = Literal["orchrm", "trajectory", "collaborative", "orchrm+collaborative", "trajectory+collaborative"]
+RewardName = Literal[tuple(reward_kinds())]
+MIN_UNPARSEABLE_MARGIN = 0.01  # below it, the gap could vanish in TRL's float32 weighted sum
+
+
+def _reward_settings_class() -> type:
+    """One field per registered reward, named after it: that reward's settings section."""
+    kinds = reward_kinds()
+    namespace = {"__module__": __name__, "__qualname__": "RewardSettings",
+                 "__doc__": "Each reward's own settings, by name (read only for the rewards in `rewards`).",
+                 "__annotations__": {name: kind.config for name, kind in kinds.items()},
+                 **{name: Field(default_factory=kind.config, description=kind.description)
+                    for name, kind in kinds.items()}}
+    return engine_config(type("RewardSettings", (), namespace))
+
+
+RewardSettings = _reward_settings_class()
 
 
 def small_execution() -> ExecutionSettings:
@@ -23,14 +39,25 @@ class GRPOSettings:
     a larger learning rate, so a round on the embedded SmolLM2 ends in minutes on 2 CPU cores; on a GPU raise
     steps and train_problems and lower learning_rate towards the paper's 1e-6."""
 
-    reward_mode: RewardMode = Field(
-        default="orchrm", description="orchrm: the champion's score of each plan, no rollout; trajectory: execute "
-                                      "each plan and reward correctness; collaborative: the verifier panel over the "
-                                      "executed trajectory; or a sum of two")
+    rewards: tuple[RewardName, ...] = Field(
+        default=("orchrm",), description="What rewards a sampled plan (TRL's reward_funcs), summed with "
+                                         "reward_weights: " + "; ".join(f"{name}: {kind.description}"
+                                                                        for name, kind in reward_kinds().items()))
+    reward_weights: tuple[float, ...] = Field(
+        default=(), description="Each reward's weight, in `rewards` order (TRL's reward_weights; > 0); empty: 1 "
+                                "each. Every reward is normalized within its group before the weighted sum")
+    reward_settings: RewardSettings = Field(default_factory=RewardSettings,
+                                            description="Each reward's own settings section, by reward name")
+    unparseable_margin: float = Field(
+        default=1.0, description="A plan that does not parse is rewarded this many standard deviations of its "
+                                 "group's parseable rewards (or 1 reward unit when they are all equal) below the "
+                                 "group's lowest parseable plan, before the group is normalized: it ranks last in "
+                                 "every reward. The held-out reward places such plans the same way. At least 0.01")
     start: Literal["continue", "scratch"] = Field(
-        default="continue", description="continue: from the latest round's checkpoint, else from `policy`; "
-                                        "scratch: from `scratch_policy` (train its reward model on "
-                                        "correct_over_incorrect pairs only)")
+        default="continue", description="continue: from `policy`, rewarded by a reward model trained on every pair; "
+                                        "scratch: from `scratch_policy`, rewarded by one trained on "
+                                        "correct_over_incorrect pairs only (the loop retrains it so). Either way "
+                                        "from the last promoted checkpoint of the same recipe, once there is one")
     policy: str = Field(default="smollm2-fewshot", description="The registry policy continued training starts from")
     scratch_policy: str = Field(default="smollm2-base", description="The registry policy a scratch round starts from")
     benchmark: str = Field(default="gsm8k", description="Problems the rounds train on (and hold out)")
@@ -46,11 +73,17 @@ class GRPOSettings:
     max_completion_tokens: int = Field(default=384, description="Token budget of a plan (the grammar fits it)")
     max_agents: int = Field(default=2, description="Most sub-agents a plan may use (the grammar enforces it)")
     grammar: bool = Field(default=True, description="Constrain sampled plans to the plan grammar (transformers "
-                                                    "generation); a plan that does not parse gets format_penalty")
-    format_penalty: float = Field(default=-1.0, description="The reward of a plan that does not parse")
+                                                    "generation); see unparseable_margin for a plan that does "
+                                                    "not parse")
     lora: bool = Field(default=False, description="Train LoRA adapters (peft) instead of every weight")
     lora_rank: int = Field(default=16, description="LoRA rank")
     device: str = Field(default="auto", description="auto | cpu | cuda")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        default="auto", description="auto | fp32 | bf16: training precision (auto = bf16 mixed precision on a GPU "
+                                    "that runs it natively, fp32 on the CPU)")
+    activation_checkpointing: bool | None = Field(
+        default=None, description="Recompute activations in the backward pass: less memory, ~20% slower; unset: "
+                                  "on for cuda, off on the CPU")
     generation: Literal["transformers", "vllm_colocate", "vllm_server"] = Field(
         default="transformers", description="How the trainer samples plans: transformers (CPU or GPU), or vLLM "
                                             "(colocated engine, or a `trl vllm-serve` server; GPU, gpu extra)")
@@ -78,3 +111,18 @@ class GRPOSettings:
             raise ValueError("micro_batch_size must divide group_size")
         if min(self.steps, self.train_problems, self.heldout_problems, self.heldout_samples) < 1:
             raise ValueError("steps, train_problems, heldout_problems and heldout_samples must be >= 1")
+        if not self.rewards or len(set(self.rewards)) < len(self.rewards):
+            raise ValueError("rewards must name at least one reward, each once")
+        if self.reward_weights and (len(self.reward_weights) != len(self.rewards) or min(self.reward_weights) <= 0):
+            raise ValueError("reward_weights must be empty or one weight > 0 per reward")
+        if self.unparseable_margin < MIN_UNPARSEABLE_MARGIN:
+            raise ValueError(f"unparseable_margin must be >= {MIN_UNPARSEABLE_MARGIN}")
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        return self.reward_weights or (1.0,) * len(self.rewards)
+
+    @property
+    def reward_label(self) -> str:
+        """The combination as the `reward_mode` columns store it, e.g. "orchrm+collaborative"."""
+        return "+".join(self.rewards)

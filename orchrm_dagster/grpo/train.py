@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.grpo.rewards import raw_metric
 from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.llm import GrammarLogitsProcessor, compile_grammar
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
+from orchrm_dagster.rm import bf16_supported
 
 RUN_KEY_FILE = "run_key.json"
 
@@ -28,11 +30,23 @@ RUN_KEY_FILE = "run_key.json"
 @dataclass(frozen=True)
 class TrainOutcome:
     steps: int
-    mean_reward: float | None
+    mean_reward: float | None  # the weighted sum of the rewards' means on their own scales (`raw/<name>`)
     kl: float | None
     generation_tokens: int
     generation_seconds: float  # wall time inside the policy's generate calls
     log_history: list[dict]
+
+
+def memory_and_precision(settings: GRPOSettings, device: str, native_bf16=bf16_supported) -> dict:
+    """GRPOConfig's `bf16` and `activation_checkpointing`: with precision auto, bf16 mixed precision on a GPU that
+    runs it natively (on the CPU fp32: autocast there is unmeasured for rounds and changes what the tests train);
+    activation checkpointing on cuda (unset); `native_bf16(device)` asks the hardware."""
+    if settings.precision == "auto":
+        bf16 = device == "cuda" and native_bf16(device)
+    else:
+        bf16 = settings.precision == "bf16"
+    checkpointing = settings.activation_checkpointing
+    return {"bf16": bf16, "activation_checkpointing": device == "cuda" if checkpointing is None else checkpointing}
 
 
 def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
@@ -51,9 +65,13 @@ def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
         num_generations=settings.group_size,
         max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
         beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
-        max_steps=settings.steps, seed=settings.seed, use_cpu=device == "cpu", bf16=False,
-        activation_checkpointing=False, logging_steps=1, report_to="none", save_strategy="steps",
-        save_steps=settings.save_steps, save_total_limit=2, disable_tqdm=True, shuffle_dataset=False, **vllm)
+        max_steps=settings.steps, seed=settings.seed, use_cpu=device == "cpu",
+        **memory_and_precision(settings, device),
+        # each reward is already normalized within its group (rewards/rule.py); the weighted sum is normalized
+        # within the group again, GRPO's advantage. Set here, not left to TRL's defaults.
+        reward_weights=list(settings.weights), multi_objective_aggregation="sum_then_normalize", scale_rewards="group",
+        logging_steps=1, report_to="none", save_strategy="steps", save_steps=settings.save_steps,
+        save_total_limit=2, disable_tqdm=True, shuffle_dataset=False, **vllm)
 
 
 def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSettings, output_dir: str) -> TrainOutcome:
@@ -79,7 +97,8 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
     model.save_pretrained(os.path.join(output_dir, "model"))
     tokenizer.save_pretrained(os.path.join(output_dir, "model"))
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
-    return TrainOutcome(steps=trainer.state.global_step, mean_reward=_mean(logged, "reward"), kl=_mean(logged, "kl"),
+    return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
+                        kl=_mean(logged, "kl"),
                         generation_tokens=counter["tokens"], generation_seconds=counter["seconds"],
                         log_history=list(trainer.state.log_history))
 
@@ -111,6 +130,11 @@ def _constrain_generation(model, tokenizer, settings: GRPOSettings) -> dict:
 
     model.generate = types.MethodType(generate, model)
     return counter
+
+
+def _weighted_raw_mean(entries: list[dict], reward_funcs: list, settings: GRPOSettings) -> float | None:
+    means = [_mean(entries, raw_metric(func.__name__)) for func in reward_funcs]
+    return None if None in means else sum(w * m for w, m in zip(settings.weights, means))
 
 
 def _mean(entries: list[dict], key: str) -> float | None:

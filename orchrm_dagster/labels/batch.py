@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from orchrm_dagster.contract import LABELS, AnswerType
+from orchrm_dagster.contract import LABELS
 from orchrm_dagster.engine_config import Field, engine_config
-from orchrm_dagster.labels.registry import LABELER_FOR_TYPE, LABELER_VERSIONS, answer_type_for, label_cached
+from orchrm_dagster.labels.labeler import labeler_for
+from orchrm_dagster.labels.registry import answer_type_for, label_cached
 from orchrm_dagster.labels.verdict import Verdict
 from orchrm_dagster.storage import ParquetSink, StorageRoot
 
@@ -23,8 +24,13 @@ _RUN_COLUMNS = ["run_id", "problem_id", "benchmark", "reference_answer", "final_
 class LabelSettings:
     qa_f1_threshold: float | None = Field(
         default=None, description="Short-answer QA counts as correct at this token F1; unset = exact match only")
-    answer_types: dict[str, AnswerType] = Field(
-        default_factory=dict, description="benchmark -> math | qa | choice, overriding the built-in mapping")
+    answer_types: dict[str, str] = Field(
+        default_factory=dict, description="benchmark -> answer type (a registered labeler's, such as math), "
+                                          "overriding the built-in mapping")
+
+    def __post_init__(self) -> None:
+        for answer_type in self.answer_types.values():
+            labeler_for(answer_type)  # ValueError naming an unknown answer type and the known ones
 
 
 @dataclass
@@ -42,8 +48,8 @@ class LabelReport:
 
 
 def failed_run_verdict(answer_type: str, error: str) -> Verdict:
-    labeler = LABELER_FOR_TYPE[answer_type]
-    return Verdict(False, None, labeler, LABELER_VERSIONS[labeler], f"execution failed: {error}", 0.0)
+    labeler = labeler_for(answer_type)
+    return Verdict(False, None, labeler.name, labeler.version, f"execution failed: {error}", 0.0)
 
 
 def label_batch(root: StorageRoot, batch_id: str, references: dict, settings: LabelSettings = LabelSettings(),

@@ -7,6 +7,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from .extract import last_boxed_content, strip_decoration, unwrap_text_command
+from .labeler import Claim, register_labeler
 from .qa_labeler import normalize_answer
 from .verdict import Verdict, correct, incorrect
 
@@ -98,3 +99,20 @@ def _letter_of_choice_text(text: str, choices: Sequence[str] | None) -> str | No
 
 def _incorrect(extracted: str | None, reason: str) -> Verdict:
     return incorrect(LABELER, LABELER_VERSION, extracted, reason)
+
+
+class ChoiceLabeler:
+    name = LABELER
+    version = LABELER_VERSION
+    answer_type = "choice"
+    benchmark_prefixes = ("gpqa",)
+    prompt_file = "answer_choice"
+
+    def claim(self, reference: str | None, choices: Sequence[str] | None) -> Claim:
+        return Claim.CERTAIN if choices else Claim.NONE
+
+    def label(self, reference: str, text: str, choices: Sequence[str] | None, **options) -> Verdict:
+        return label_choice(reference, text, choices)
+
+
+register_labeler(ChoiceLabeler())

@@ -11,6 +11,7 @@ from typing import Iterator, Sequence
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from .extract import answer_phrase, last_boxed_content, unwrap_text_command
+from .labeler import Claim, register_labeler
 from .math_size import text_too_large_to_parse, too_large_to_evaluate
 from .time_limit import LabelTimeout, time_limit
 from .verdict import Verdict, correct, incorrect
@@ -35,6 +36,8 @@ _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+(?:\s*\{[^{}]*\})?")
 _PROSE_WORD = re.compile(r"[A-Za-z]{4,}")
 _BARE_MATH_MAX_CHARS = 200
 _TOO_LARGE = "answer is too large to evaluate safely"
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+_LATEX_HINT = re.compile(r"\\[A-Za-z]|[$^_{}]")
 
 
 class _DropTimeoutDisabledWarning(logging.Filter):
@@ -199,3 +202,27 @@ def _safe_message(value: object) -> str:
 
 def _incorrect(extracted: str | None, reason: str) -> Verdict:
     return incorrect(LABELER, LABELER_VERSION, extracted, reason)
+
+
+def reference_looks_mathematical(reference: str | None) -> bool:
+    if not reference:
+        return False
+    text = reference.strip().replace(",", "")
+    return bool(_NUMBER.fullmatch(text) or _LATEX_HINT.search(text))
+
+
+class MathLabeler:
+    name = LABELER
+    version = LABELER_VERSION
+    answer_type = "math"
+    benchmark_prefixes = ("aime", "gsm8k", "math", "deepscaler", "amc", "olympiad")
+    prompt_file = "answer_math"
+
+    def claim(self, reference: str | None, choices: Sequence[str] | None) -> Claim:
+        return Claim.LIKELY if reference_looks_mathematical(reference) else Claim.NONE
+
+    def label(self, reference: str, text: str, choices: Sequence[str] | None, **options) -> Verdict:
+        return label_math(reference, text)
+
+
+register_labeler(MathLabeler())

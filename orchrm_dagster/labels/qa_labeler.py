@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from typing import Sequence
 
 from .extract import answer_phrase, last_boxed_content, last_nonempty_line, strip_decoration, unwrap_text_command
+from .labeler import Claim, register_labeler
 from .verdict import Verdict, correct, incorrect
 
 LABELER = "qa_em_f1"
@@ -77,3 +79,20 @@ def _mismatch_reason(f1: float, f1_threshold: float | None) -> str:
 
 def _incorrect(extracted: str, reason: str, f1: float) -> Verdict:
     return incorrect(LABELER, LABELER_VERSION, extracted, reason, score=f1)
+
+
+class QALabeler:
+    name = LABELER
+    version = LABELER_VERSION
+    answer_type = "qa"
+    benchmark_prefixes = ("hotpotqa", "browsecomp", "nq", "triviaqa", "squad")
+    prompt_file = "answer_qa"
+
+    def claim(self, reference: str | None, choices: Sequence[str] | None) -> Claim:
+        return Claim.FALLBACK  # a short answer is what any other answer is not
+
+    def label(self, reference: str, text: str, choices: Sequence[str] | None, **options) -> Verdict:
+        return label_qa(reference, text, options.get("qa_f1_threshold"))
+
+
+register_labeler(QALabeler())

@@ -1,55 +1,30 @@
-"""Choose a labeler for a benchmark and dispatch to it."""
+"""Choose a problem's answer type (so its labeler) and dispatch a final answer to that labeler."""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Sequence
 
-from orchrm_dagster.contract import ANSWER_TYPES
-
-from . import choice_labeler, math_labeler, qa_labeler
 from .extract import answer_tag_content
+from .labeler import Claim, labeler_for, labelers
 from .verdict import Verdict, incorrect
-
-LABELER_VERSIONS: dict[str, str] = {
-    math_labeler.LABELER: math_labeler.LABELER_VERSION,
-    qa_labeler.LABELER: qa_labeler.LABELER_VERSION,
-    choice_labeler.LABELER: choice_labeler.LABELER_VERSION,
-}
-LABELER_FOR_TYPE: dict[str, str] = {
-    "math": math_labeler.LABELER,
-    "qa": qa_labeler.LABELER,
-    "choice": choice_labeler.LABELER,
-}
-
-_MATH_BENCHMARKS = ("aime", "gsm8k", "math", "deepscaler", "amc", "olympiad")
-_QA_BENCHMARKS = ("hotpotqa", "browsecomp", "nq", "triviaqa", "squad")
-_CHOICE_BENCHMARKS = ("gpqa",)
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-_LATEX_HINT = re.compile(r"\\[A-Za-z]|[$^_{}]")
 
 
 def answer_type_for(benchmark: str, reference: str | None, choices: Sequence[str] | None) -> str:
-    """Pick "math", "qa" or "choice" from the choices, the benchmark name, then the reference."""
-    if choices:
-        return "choice"
+    """The answer type a labeler is certain of from the problem's own data (a problem with choices), else the one
+    whose benchmark prefix the benchmark's name starts with (the longest prefix), else the one whose claim from
+    the reference is surest (ties: the first answer type by name)."""
+    known = labelers()
+    claims = {answer_type: labeler.claim(reference, choices) for answer_type, labeler in known.items()}
+    certain = [answer_type for answer_type, claim in claims.items() if claim is Claim.CERTAIN]
+    if certain:
+        return certain[0]
     name = (benchmark or "").strip().lower()
-    for answer_type, prefixes in (
-        ("math", _MATH_BENCHMARKS),
-        ("qa", _QA_BENCHMARKS),
-        ("choice", _CHOICE_BENCHMARKS),
-    ):
-        if name.startswith(prefixes):
-            return answer_type
-    return "math" if _reference_looks_mathematical(reference) else "qa"
-
-
-def _reference_looks_mathematical(reference: str | None) -> bool:
-    if not reference:
-        return False
-    text = reference.strip().replace(",", "")
-    return bool(_NUMBER.fullmatch(text) or _LATEX_HINT.search(text))
+    named = [(len(prefix), answer_type) for answer_type, labeler in known.items()
+             for prefix in labeler.benchmark_prefixes if name.startswith(prefix)]
+    if named:
+        return max(named)[1]
+    return max(claims, key=claims.__getitem__)
 
 
 def label_answer(
@@ -64,22 +39,15 @@ def label_answer(
 
     Raises ValueError only for an unknown answer_type (a caller bug).
     """
-    if answer_type not in LABELER_FOR_TYPE:
-        raise ValueError(f"unknown answer_type {answer_type!r}; expected one of {ANSWER_TYPES}")
-    labeler = LABELER_FOR_TYPE[answer_type]
+    labeler = labeler_for(answer_type)
     if final_answer is None or not str(final_answer).strip():
-        return incorrect(labeler, LABELER_VERSIONS[labeler], None, "no final answer")
+        return incorrect(labeler.name, labeler.version, None, "no final answer")
     if reference is None or not str(reference).strip():
-        return incorrect(labeler, LABELER_VERSIONS[labeler], None, "no reference answer")
+        return incorrect(labeler.name, labeler.version, None, "no reference answer")
     text = _answer_text(str(final_answer))
     if not text:
-        return incorrect(labeler, LABELER_VERSIONS[labeler], None, "no final answer")
-    reference = str(reference).strip()
-    if answer_type == "math":
-        return math_labeler.label_math(reference, text)
-    if answer_type == "qa":
-        return qa_labeler.label_qa(reference, text, qa_f1_threshold)
-    return choice_labeler.label_choice(reference, text, choices)
+        return incorrect(labeler.name, labeler.version, None, "no final answer")
+    return labeler.label(str(reference).strip(), text, choices, qa_f1_threshold=qa_f1_threshold)
 
 
 def _answer_text(final_answer: str) -> str:

@@ -47,5 +47,9 @@ class LLMBackend(Protocol):
 
     name: str
     model_id: str
+    # True: the backend batches in its own process (one forward pass for many requests), so the calls of concurrent
+    # callers should be merged into one batch before they reach it (llm.coalescing). False: it serves concurrent
+    # calls itself (an HTTP server batches them; a CoalescingBackend has merged them already).
+    batches_in_process: bool
 
     def generate(self, requests: list[ChatRequest]) -> list[Completion]: ...

@@ -41,6 +41,7 @@ class CoalescingBackend:
         self.inner = inner
         self.name = inner.name
         self.model_id = inner.model_id
+        self.batches_in_process = False  # calls are merged here already: coalescing again gains nothing
         self.max_wait_s = max_wait_s
         self.batch_sizes: list[int] = []  # requests per call of inner.generate, for reports and tests
         self._cond = threading.Condition()

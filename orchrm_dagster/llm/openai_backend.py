@@ -14,13 +14,17 @@ Servers that reject unknown fields (OpenAI itself) cannot take a grammar.
 from __future__ import annotations
 
 import email.utils
+import os
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import ClassVar, Literal
 
 import httpx
 
+from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.base import ChatRequest, Completion
+from orchrm_dagster.llm.registry import register_backend
 
 _RETRYABLE_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 _MAX_RETRY_AFTER_S = 120.0
@@ -34,6 +38,8 @@ class _RetryableHTTPError(Exception):
 
 class OpenAICompatibleBackend:
     """:class:`~orchrm_dagster.llm.base.LLMBackend` over HTTP: POST ``{base_url}/chat/completions``."""
+
+    batches_in_process = False  # concurrent requests go to the server, which batches them
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, max_concurrency: int = 8,
                  timeout_s: float = 60.0, max_retries: int = 4, backoff_s: float = 0.5, name: str = "openai"):
@@ -107,6 +113,28 @@ class OpenAICompatibleBackend:
         if retry_after_s is not None:
             return min(retry_after_s, _MAX_RETRY_AFTER_S)
         return self.backoff_s * 2 ** attempt * random.uniform(0.5, 1.5)
+
+
+@register_backend
+@engine_config
+class OpenAISpec:
+    """Any OpenAI-compatible chat-completions server (`vllm serve`, SGLang, llama.cpp, hosted APIs)."""
+
+    kind: Literal["openai"] = Field(default="openai", kw_only=True, description="The backend kind")
+    base_url: str = Field(description="The server, e.g. http://host:8000/v1")
+    model: str = Field(description="The model name the server serves")
+    api_key_env: str | None = Field(default="OPENAI_API_KEY", description="Environment variable holding the "
+                                    "server's API key, read when the backend is built (unset: no key)")
+    max_concurrency: int = Field(default=8, description="Requests in flight at once")
+    timeout_s: float = Field(default=60.0, description="Per-request timeout in seconds")
+    max_retries: int = Field(default=4, description="Retries with backoff on transient errors")
+
+    loads_model_folders: ClassVar[bool] = False
+
+    def build(self) -> OpenAICompatibleBackend:
+        api_key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        return OpenAICompatibleBackend(self.base_url, self.model, api_key=api_key, timeout_s=self.timeout_s,
+                                       max_concurrency=self.max_concurrency, max_retries=self.max_retries)
 
 
 def _describe(response: httpx.Response) -> str:

@@ -16,13 +16,16 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar, Literal
 
 import torch
 
 from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.base import ChatRequest, Completion, SamplingSettings
 from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
+from orchrm_dagster.llm.registry import register_backend
 
 
 @dataclass
@@ -134,6 +137,26 @@ class TransformersBackend:
             for row, completion in zip(batch, _run_batch(lm, batch)):
                 results[row.index] = completion
         return results
+
+
+@register_backend
+@engine_config
+class TransformersSpec:
+    """A local transformers causal LM on CPU or one GPU, batched in-process; by default the embedded SmolLM2."""
+
+    kind: Literal["transformers"] = Field(default="transformers", kw_only=True, description="The backend kind")
+    model: str | None = Field(default=None, description="Model folder or hub id; unset = the embedded SmolLM2")
+    gguf_file: str | None = Field(default=None, description="A GGUF file inside `model` to load")
+    device: str = Field(default="auto", description="auto | cpu | cuda (auto = cuda when visible)")
+    dtype: str = Field(default="auto", description="Weights dtype; auto = float32 on CPU, the checkpoint's own "
+                                                   "elsewhere")
+    max_batch_size: int = Field(default=8, description="Rows per forward pass")
+
+    loads_model_folders: ClassVar[bool] = True
+
+    def build(self) -> TransformersBackend:
+        return TransformersBackend(model_path=self.model, gguf_file=self.gguf_file, device=self.device,
+                                   dtype=self.dtype, max_batch_size=self.max_batch_size)
 
 
 def _failed(message: str) -> Completion:

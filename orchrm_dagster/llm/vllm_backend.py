@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
+from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.base import ChatRequest, Completion
+from orchrm_dagster.llm.registry import register_backend
 
 INSTALL_HINT = "pip install -e '.[gpu]'"
 
@@ -66,6 +70,24 @@ class VLLMBackend:
         if hasattr(params, "StructuredOutputsParams"):
             return {"structured_outputs": params.StructuredOutputsParams(grammar=grammar)}
         return {"guided_decoding": params.GuidedDecodingParams(grammar=grammar)}
+
+
+@register_backend
+@engine_config
+class VLLMSpec:
+    """vLLM's offline engine in this process (GPU; the `gpu` extra)."""
+
+    kind: Literal["vllm"] = Field(default="vllm", kw_only=True, description="The backend kind")
+    model: str = Field(description="Model folder or hub id")
+    dtype: str = Field(default="auto", description="Weights dtype")
+    tensor_parallel_size: int = Field(default=1, description="GPUs one model is split over")
+    gpu_memory_utilization: float = Field(default=0.85, description="Share of GPU memory vLLM may take")
+
+    loads_model_folders: ClassVar[bool] = True
+
+    def build(self) -> VLLMBackend:
+        return VLLMBackend(self.model, tensor_parallel_size=self.tensor_parallel_size, dtype=self.dtype,
+                           gpu_memory_utilization=self.gpu_memory_utilization)
 
 
 def _failed(exc: Exception) -> Completion:

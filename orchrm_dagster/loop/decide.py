@@ -134,11 +134,17 @@ def _learning(draft: _Draft) -> bool:
     if state.ingested_batches and state.pairs_inputs != state.inputs:
         draft.ask(Step("pairs", f"pairs:{state.inputs}", 0, "the ingested batches changed"))
         return True
-    if state.pairs and (state.new_pairs is None or state.new_pairs >= settings.retrain_min_new_pairs):
+    config = settings.reward_model_config()
+    recipe_changed = state.trained_on is not None and state.trained_on != config.pair_sources
+    if state.pairs and (state.new_pairs is None or state.new_pairs >= settings.retrain_min_new_pairs
+                        or recipe_changed):
         why = ("no reward model yet" if state.new_pairs is None else
+               f"the rounds' recipe trains it on {', '.join(config.pair_sources) or 'every'} pairs, the latest on "
+               f"{', '.join(state.trained_on) or 'every source'}" if recipe_changed else
                f"{state.new_pairs} new pairs since the reward model last trained "
                f"(retrains at {settings.retrain_min_new_pairs})")
-        draft.ask(Step("reward_model", f"reward_model:{state.inputs}", 0, why, reward_model=settings.reward_model))
+        recipe = f":{','.join(config.pair_sources)}" if config.pair_sources else ""
+        draft.ask(Step("reward_model", f"reward_model:{state.inputs}{recipe}", 0, why, reward_model=config))
         return True
     if state.champion is not None and state.batches_to_score:
         draft.ask(Step("scores", f"scores:v{state.champion}:{state.inputs}", 0,

@@ -7,15 +7,17 @@ from __future__ import annotations
 from orchrm_dagster.grpo import policy_manifest, read_table
 from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
 from orchrm_dagster.pairs import current_pair_ids, pairs_inputs
-from orchrm_dagster.rm import batches_to_score, current_champion, latest_version, new_pairs_since_training
+from orchrm_dagster.rm import (batches_to_score, current_champions, latest_version, new_pairs_since_training,
+                               newest_champion, trained_on)
 from orchrm_dagster.storage import LandedFile, StorageRoot
 
 
 def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
     built_from = pairs_inputs(root)
-    pairs, new_pairs = _pair_counts(root, built_from, latest_version(root)) if built_from is not None else (0, None)
-    champion = current_champion(root)
-    version = champion["version"] if champion else None
+    latest = latest_version(root)
+    pairs, new_pairs = _pair_counts(root, built_from, latest) if built_from is not None else (0, None)
+    champions = current_champions(root)
+    version = newest_champion(champions)  # changes whenever any domain's champion does
     return LoopState(
         batches=tuple(Batch(f.batch_id, f.name, f.fingerprint, is_ingested(root, f)) for f in root.landed_files()),
         ingested_batches=len(root.batch_ids("runs")),
@@ -23,8 +25,9 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
         pairs_inputs=built_from,
         pairs=pairs,
         new_pairs=new_pairs if pairs else None,
+        trained_on=trained_on(root, latest) if latest is not None else None,
         champion=version,
-        batches_to_score=tuple(batches_to_score(root, version)) if version is not None else (),
+        batches_to_score=tuple(batches_to_score(root, champions)) if champions else (),
         rounds=rounds(root),
         runs=runs,
     )

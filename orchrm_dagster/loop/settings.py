@@ -4,7 +4,7 @@ asks for (rollouts, rounds, reward-model training), the same whether the daemon'
 from __future__ import annotations
 
 from orchrm_dagster.engine_config import Field, engine_config
-from orchrm_dagster.grpo import GRPOSettings, small_execution
+from orchrm_dagster.grpo import GRPOSettings, reward_model_sources, small_execution
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import RMTrainConfig
 
@@ -30,6 +30,14 @@ class LoopSettings:
                                         description="Each retraining of the reward model")
     max_attempts: int = Field(default=2, description="Runs of one step before the loop gives up on it and shows "
                                                      "its cause (a batch then stays failed until it lands again)")
+
+    def reward_model_config(self) -> RMTrainConfig:
+        """Each retraining's config, with the pair sources of the rounds' recipe (a from-scratch loop trains on
+        correct-over-incorrect pairs only)."""
+        import dataclasses
+
+        sources = reward_model_sources(self.round.start)
+        return dataclasses.replace(self.reward_model, pair_sources=sources) if sources else self.reward_model
 
     def __post_init__(self) -> None:
         if self.rounds < 0 or self.rollout_samples < 1 or self.max_attempts < 1:

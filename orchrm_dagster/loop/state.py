@@ -46,6 +46,7 @@ class LoopState:
     pairs_inputs: str | None = None  # the ingested batches the pairs were built from (None: no pairs yet)
     pairs: int = 0  # pairs reward-model training reads (built and imported)
     new_pairs: int | None = None  # pairs added since the reward model last trained (None: it never did)
+    trained_on: tuple[str, ...] | None = None  # pair sources the latest reward model trained on (empty: every one)
     champion: int | None = None
     batches_to_score: tuple[str, ...] = ()  # run batches without the champion's scores of their current runs
     rounds: tuple[Round, ...] = ()

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from orchrm_dagster.contract import ANSWER_TYPES
 from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.labels import answer_types, labeler_for
 from orchrm_dagster.llm import ChatRequest, Completion, LLMBackend, SamplingSettings
 from orchrm_dagster.mas.answers import majority_index
 from orchrm_dagster.mas.prompts import render_prompt
@@ -48,15 +48,15 @@ class AgentSettings:
 class AgentContext:
     backend: LLMBackend
     sampling: SamplingSettings = SamplingSettings()
-    answer_format: str = "math"  # "math" | "qa" | "choice"
+    answer_format: str = "math"  # an answer type: its labeler names the prompt that asks for that form
     # call n of an agent run samples with seed `seed + n` (replacing sampling.seed); None: unseeded
     seed: int | None = 0
     retriever: Retriever | None = None
     deadline: float | None = None  # time.monotonic() after which no new LLM call starts
 
     def __post_init__(self) -> None:
-        if self.answer_format not in ANSWER_TYPES:
-            raise ValueError(f"answer_format must be one of {ANSWER_TYPES}, got {self.answer_format!r}")
+        if self.answer_format not in answer_types():
+            raise ValueError(f"answer_format must be one of {answer_types()}, got {self.answer_format!r}")
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class AgentSession:
 
     @property
     def answer_instruction(self) -> str:
-        return render_prompt(f"answer_{self.ctx.answer_format}")
+        return render_prompt(labeler_for(self.ctx.answer_format).prompt_file)
 
     def ask(self, prompt: str, *, temperature: float | None = None, note: str = "") -> str:
         return self.ask_all([prompt], temperature=temperature, note=note)[0]

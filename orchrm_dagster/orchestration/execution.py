@@ -114,7 +114,7 @@ def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial:
 
 
 def _shared_backend(backend: LLMBackend, concurrent_plans: int) -> LLMBackend:
-    if concurrent_plans > 1 and getattr(backend, "batches_in_process", False):
+    if concurrent_plans > 1 and backend.batches_in_process:
         return CoalescingBackend(backend)
     return backend  # an HTTP backend serves concurrent calls itself (the server batches them)
 

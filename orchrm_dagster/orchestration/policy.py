@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 
 from orchrm_dagster.contract import PolicyKind
 from orchrm_dagster.engine_config import Field, engine_config
-from orchrm_dagster.llm import BackendKind, BackendSpec
+from orchrm_dagster.llm import BackendSpec, backend_kinds, model_folder_kind, respec, spec_class
 
 
 @engine_config
@@ -17,7 +16,8 @@ class PolicySpec:
 
     name: str = Field(description="Partition key of the `policies` dimension; part of every run_id")
     kind: PolicyKind = Field(default="base", description="base | specialized | checkpoint (the pair rules use it)")
-    backend_kind: BackendKind | None = Field(default=None, description="Overrides the llm resource's backend kind")
+    backend_kind: str | None = Field(default=None, description=f"Overrides the llm resource's backend kind "
+                                                               f"({', '.join(backend_kinds())})")
     model: str | None = Field(default=None, description="Overrides the llm resource's model")
     base_url: str | None = Field(default=None, description="Overrides the llm resource's base_url")
     prompt: str = Field(default="orchestrator", description="A prompt file in orchrm_dagster/mas/prompts/")
@@ -30,10 +30,18 @@ class PolicySpec:
     grammar: bool = Field(default=True, description="Constrain plans to the plan grammar (xgrammar)")
     max_agents: int = Field(default=3, description="Most sub-agents a plan may use")
 
+    def __post_init__(self) -> None:
+        if self.backend_kind is not None:
+            spec_class(self.backend_kind)  # an unknown kind is refused here, with the registered ones
+
     def backend_spec(self, subagent_backend: BackendSpec) -> BackendSpec:
-        """The backend this policy samples plans from."""
-        overrides = {"kind": self.backend_kind, "model": self.checkpoint_path or self.model, "base_url": self.base_url}
-        return dataclasses.replace(subagent_backend, **{k: v for k, v in overrides.items() if v is not None})
+        """The backend this policy samples plans from. A checkpoint is a model folder on this machine: unless the
+        policy names a kind, it is sampled with the sub-agents' kind if that kind loads model folders, else with the
+        default backend."""
+        kind = self.backend_kind or (model_folder_kind(subagent_backend) if self.checkpoint_path
+                                     else subagent_backend.kind)
+        overrides = {"model": self.checkpoint_path or self.model, "base_url": self.base_url}
+        return respec(subagent_backend, kind, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def sample_seed(seed: int, problem_id: str, sample_index: int) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchrm_dagster.contract import AnswerType, RunErrorKind
+from orchrm_dagster.contract import RunErrorKind
 from orchrm_dagster.llm import ChatRequest, LLMBackend, SamplingSettings
 from orchrm_dagster.mas import render_prompt
 from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
@@ -17,7 +17,7 @@ class Problem:
     benchmark: str
     question: str
     answer: str | None
-    answer_type: AnswerType
+    answer_type: str  # a registered labeler's (orchrm_dagster.labels)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Best-of-N before rollout: the champion reward model scores each problem's sampled plans, and only the best is
-executed. Scores are kept in the `plan_scores` table, so a plan is scored once per reward-model version."""
+"""Best-of-N before rollout: the champion reward model of the benchmark's domain scores each problem's sampled plans,
+and only the best is executed. Scores are kept in the `plan_scores` table, so a plan is scored once per reward-model
+version."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import PLAN_SCORES, plan_hash
 from orchrm_dagster.orchestration.sampling import PlanSample
 from orchrm_dagster.orchestration.store import Cell
-from orchrm_dagster.rm import ScoringSettings, champion_scorer, current_champion
+from orchrm_dagster.rm import ScoringSettings, champion_scorer, current_champions, domain_of
 from orchrm_dagster.storage import StorageRoot
 
 SCORES_TABLE = "plan_scores"
@@ -36,16 +37,17 @@ class ScoredSamples:
 
 def score_samples(root: StorageRoot, cell: Cell, samples: list[PlanSample],
                   settings: ScoringSettings = ScoringSettings()) -> ScoredSamples:
-    """The champion's score of each sample, reusing the partition's stored scores by the same version; the scores
-    of every sample are written back to `plan_scores`."""
-    champion = current_champion(root)
-    if champion is None:
-        raise FileNotFoundError("no champion reward model: materialize `reward_model` before scoring plans")
-    version = champion["version"]
+    """The score of each sample by the champion of the cell's benchmark's domain, reusing the partition's stored
+    scores by the same version; the scores of every sample are written back to `plan_scores`."""
+    domain = domain_of(cell.benchmark)
+    version = current_champions(root).get(domain)
+    if version is None:
+        raise FileNotFoundError(f"no champion reward model for {cell.benchmark} (domain {domain}): materialize "
+                                f"`reward_model` before scoring plans")
     stored = {run_id: score for run_id, (v, score) in _stored(root, cell).items() if v == version}
     todo = [s for s in samples if s.run_id not in stored]
     if todo:
-        _, scorer = champion_scorer(root, settings)
+        _, scorer = champion_scorer(root, settings, domain)
         values, lengths = scorer.score_with_lengths([s.question for s in todo], [s.plan for s in todo])
         stored |= {s.run_id: PlanScore(value, tokens) for s, value, tokens in zip(todo, values, lengths)}
     scores = {s.run_id: stored[s.run_id] for s in samples}

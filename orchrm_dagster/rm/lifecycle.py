@@ -1,28 +1,29 @@
-"""Versioned reward-model checkpoints under the storage root, champion/challenger, and scoring of runs."""
+"""Versioned reward-model checkpoints under the storage root, and one champion per domain (see `champions`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from orchrm_dagster.contract import RM_CHECKPOINTS, RM_SCORES
+from orchrm_dagster.contract import RM_CHECKPOINTS
 from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, training_pair_texts
-from orchrm_dagster.rm.checkpoints import (MANIFEST, MODEL_SUBDIR, build_manifest, is_new_champion, list_versions,
-                                           next_version, version_dir, write_manifest)
+from orchrm_dagster.rm.champions import (CHAMPION_FILE, DomainVerdict, Gate, crowned, gate, read_champions,
+                                         write_champions)
+from orchrm_dagster.rm.checkpoints import (MANIFEST, MODEL_SUBDIR, build_manifest, list_versions, next_version,
+                                          version_dir, write_manifest)
 from orchrm_dagster.rm.config import RMTrainConfig, ScoringSettings
 from orchrm_dagster.rm.data import PairTexts
-from orchrm_dagster.storage import ParquetSink, StorageRoot, local_work_dir, root_lock
+from orchrm_dagster.rm.domains import DomainScorer, all_domains, with_domains
+from orchrm_dagster.storage import StorageRoot, local_work_dir, root_lock
 
-CHAMPION_FILE = "champion.json"
 PAIR_PROBLEMS_FILE = "pair_problems.json"  # the problems of every pair a version saw, for held-out evaluation
 PAIR_IDS_FILE = "pair_ids.parquet"  # every pair in the tables when a version trained: new pairs are counted from it
 
@@ -34,11 +35,19 @@ class TrainingOutcome:
     version: int
     path: str
     metrics: dict
-    champion_accuracy: float | None  # the previous champion on the same validation pairs
-    is_champion: bool
-    previous_champion: int | None
+    # the previous champion on the same validation pairs, when the domains this version stood for had one and the
+    # same champion (else None: see `verdicts`)
+    champion_accuracy: float | None
+    is_champion: bool  # champion of at least one domain
+    previous_champions: dict[str, int]  # domain -> champion before this version
     pairs_per_second: float
     seconds: float
+    domains: tuple[str, ...] = ()  # the domains it stood for as a champion
+    verdicts: dict[str, DomainVerdict] = field(default_factory=dict)  # domain -> how it fared there
+
+    @property
+    def champion_of(self) -> tuple[str, ...]:
+        return tuple(d for d, verdict in self.verdicts.items() if verdict.becomes_champion)
 
 
 def checkpoints_dir(root: StorageRoot) -> Path:
@@ -56,20 +65,10 @@ def pair_set_fingerprint(train: PairTexts, validation: PairTexts) -> str:
     return digest.hexdigest()[:16]
 
 
-def read_champion(base: Path) -> dict | None:
-    """{"version", "path"} of the champion in a checkpoints folder (the path is derived here, not stored, so the
-    folder can move between machines)."""
-    path = base / CHAMPION_FILE
-    if not path.exists():
-        return None
-    version = json.loads(path.read_text())["version"]
-    return {"version": version, "path": version_dir(str(base), version)}
-
-
-def synced_checkpoints_dir(root: StorageRoot, champion_model: bool = False) -> Path:
+def synced_checkpoints_dir(root: StorageRoot) -> Path:
     """The checkpoints folder, up to date with the storage root: on an object store, a fresh machine (an empty
     local mirror) first fetches the champion pointer and every version's manifest, so versions continue from the
-    last one and nothing is overwritten; with `champion_model`, the champion's weights too."""
+    last one and nothing is overwritten. Weights come when used (`model_dir`)."""
     base = checkpoints_dir(root)
     if root.is_local:
         return base
@@ -87,33 +86,50 @@ def synced_checkpoints_dir(root: StorageRoot, champion_model: bool = False) -> P
                 if not local.exists() and root.fs.exists(f"{entry['name']}/{small}"):
                     local.parent.mkdir(parents=True, exist_ok=True)
                     root.fs.get_file(f"{entry['name']}/{small}", str(local))
-    champion = read_champion(base)
-    if champion_model and champion is not None:
-        model = Path(champion["path"]) / MODEL_SUBDIR
-        if not model.exists():
-            staging = model.with_name(MODEL_SUBDIR + ".partial")
-            shutil.rmtree(staging, ignore_errors=True)
-            root.fs.get(f"{remote}/{Path(champion['path']).name}/{MODEL_SUBDIR}", str(staging), recursive=True)
-            staging.rename(model)
     return base
 
 
-def current_champion(root: StorageRoot) -> dict | None:
-    return read_champion(synced_checkpoints_dir(root))
+def model_dir(root: StorageRoot, base: Path, version: int) -> str:
+    """The local folder of `version`'s weights, fetched from the object store the first time."""
+    model = Path(version_dir(str(base), version), MODEL_SUBDIR)
+    if not root.is_local and not model.exists():
+        staging = model.with_name(MODEL_SUBDIR + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        root.fs.get(root.path("checkpoints", "rm", model.parent.name, MODEL_SUBDIR), str(staging), recursive=True)
+        staging.rename(model)
+    return str(model)
 
 
-def champion_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()):
-    """(version, RewardScorer) of the current champion; FileNotFoundError when no reward model is trained yet."""
-    from orchrm_dagster.rm.score import RewardScorer
+def current_champions(root: StorageRoot) -> dict[str, int]:
+    """Domain -> champion version ({} before the first reward model)."""
+    return read_champions(synced_checkpoints_dir(root), all_domains())
 
-    base = synced_checkpoints_dir(root, champion_model=True)
-    champion = read_champion(base)
-    if champion is None:
+
+def champion_scorer(root: StorageRoot, settings: ScoringSettings, domain: str):
+    """(version, RewardScorer) of `domain`'s champion; FileNotFoundError when the domain has none yet."""
+    base = synced_checkpoints_dir(root)
+    version = read_champions(base, all_domains()).get(domain)
+    if version is None:
+        raise FileNotFoundError(f"no champion reward model for the {domain} domain in "
+                                f"{root.uri('checkpoints', 'rm')}: materialize `reward_model` first")
+    return version, _scorer(root, base, version, settings)
+
+
+def domain_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()) -> DomainScorer:
+    """A scorer that reads each plan with its domain's champion; FileNotFoundError when no reward model is trained
+    yet."""
+    base = synced_checkpoints_dir(root)
+    champions = read_champions(base, all_domains())
+    if not champions:
         raise FileNotFoundError(f"no champion reward model in {root.uri('checkpoints', 'rm')}: materialize "
                                 f"`reward_model` first")
-    scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), settings.device, settings.max_length,
-                          settings.batch_size)
-    return champion["version"], scorer
+    return DomainScorer(champions, lambda version: _scorer(root, base, version, settings))
+
+
+def _scorer(root: StorageRoot, base: Path, version: int, settings: ScoringSettings):
+    from orchrm_dagster.rm.score import RewardScorer
+
+    return RewardScorer(model_dir(root, base, version), settings.device, settings.max_length, settings.batch_size)
 
 
 def latest_version(root: StorageRoot) -> int | None:
@@ -139,6 +155,19 @@ def new_pairs_since_training(root: StorageRoot, current: pl.DataFrame | None = N
     return current.join(seen, on="pair_id", how="anti").height
 
 
+_TRAINED_ON: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
+def trained_on(root: StorageRoot, version: int) -> tuple[str, ...]:
+    """The pair sources reward-model `version` trained on (empty: every source). A manifest never changes once
+    written, so each is read once per process."""
+    key = (root.url, version)
+    if key not in _TRAINED_ON:
+        manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), {})
+        _TRAINED_ON[key] = tuple(manifest.get("config", {}).get("pair_sources") or ())
+    return _TRAINED_ON[key]
+
+
 def pair_problems(root: StorageRoot, version: int) -> frozenset[str] | None:
     """The problems of every pair (train and validation) reward-model `version` saw; None for a version trained
     before this was recorded."""
@@ -154,69 +183,131 @@ def _unfinished_version(base: Path) -> int | None:
     return max(unfinished) if unfinished else None
 
 
-def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> TrainingOutcome:
-    """A new version trained on the pairs table (and imported pairs); the `rm_checkpoints` table is rewritten."""
+def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> list[TrainingOutcome]:
+    """New versions trained on the pairs table (and imported pairs): one shared model, or one per domain, as
+    `config.domain_models` says; the `rm_checkpoints` table is rewritten."""
     texts = training_pair_texts(root)
     available = texts.height
     # the ids as `new_pairs_since_training` counts them later (the tables', including pairs whose runs are gone)
     texts_pair_ids = current_pair_ids(root)
     if config.pair_sources:
         texts = texts.filter(pl.col("source").is_in(config.pair_sources))
-    train, validation = _split(texts, TRAIN), _split(texts, VALIDATION)
-    if config.max_train_pairs is not None and len(train) > config.max_train_pairs:
-        train = train.select(sorted(range(len(train)), key=lambda i: train.pair_id[i])[: config.max_train_pairs])
-    kept = set(train.pair_id) | set(validation.pair_id)
-    problems = texts.filter(pl.col("pair_id").is_in(kept)).get_column("problem_id").unique().sort().to_list()
-    outcome = train_new_version(root, train, validation, config, problems, pairs_available=available,
-                                available_pair_ids=texts_pair_ids)
+    texts = with_domains(root, texts)
+    train, validation = texts.filter(pl.col("split") == TRAIN), texts.filter(pl.col("split") == VALIDATION)
+    if config.max_train_pairs is not None:
+        train = train.sort("pair_id").head(config.max_train_pairs)
+    outcomes = []
+    for domains, train_part, validation_part in domain_trainings(train, validation, config, all_domains()):
+        problems = pl.concat([train_part["problem_id"], validation_part["problem_id"]]).unique().sort().to_list()
+        outcomes.append(train_new_version(
+            root, _pair_texts(train_part), _pair_texts(validation_part), config, problems, pairs_available=available,
+            available_pair_ids=texts_pair_ids, domains=domains,
+            validation_domains=validation_part["domain"].to_list()))
     root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
-    return outcome
+    return outcomes
 
 
-def _split(texts: pl.DataFrame, split: str) -> PairTexts:
-    return PairTexts.from_arrow(texts.filter(pl.col("split") == split).to_arrow())
+def domain_trainings(train: pl.DataFrame, validation: pl.DataFrame, config: RMTrainConfig,
+                     domains: Sequence[str]) -> list[tuple[tuple[str, ...], pl.DataFrame, pl.DataFrame]]:
+    """(the domains a new version stands for, its training pairs, its validation pairs) of each version to train.
+    shared: one model on every pair, for every domain. per_domain: a model per domain with at least
+    `min_domain_pairs` training pairs, on that domain's pairs only; the other domains (too few pairs to learn
+    from alone) share one model trained on every pair, pairs of no known domain included."""
+    if config.domain_models == "shared":
+        return [(tuple(domains), train, validation)]
+    counts = dict(train.group_by("domain").len().iter_rows())
+    own = [d for d in domains if counts.get(d, 0) >= config.min_domain_pairs]
+    trainings = [((d,), train.filter(pl.col("domain") == d), validation.filter(pl.col("domain") == d)) for d in own]
+    rest = tuple(d for d in domains if d not in own)
+    return trainings + ([(rest, train, validation)] if rest else [])
+
+
+def _pair_texts(texts: pl.DataFrame) -> PairTexts:
+    return PairTexts.from_arrow(texts.to_arrow())
 
 
 def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
                       pair_problems: list[str] | None = None, pairs_available: int | None = None,
-                      available_pair_ids: pl.DataFrame | None = None) -> TrainingOutcome:
-    # one training at a time per storage root, on any machine: versions are numbered, and the champion replaced,
+                      available_pair_ids: pl.DataFrame | None = None, domains: Collection[str] | None = None,
+                      validation_domains: Sequence[str | None] | None = None) -> TrainingOutcome:
+    """A new version trained on `train`, champion of each of `domains` (None: every domain) where the gate says so.
+    `validation_domains`: the domain of each validation pair (None, or a None entry: not known)."""
+    # one training at a time per storage root, on any machine: versions are numbered, and champions replaced,
     # in order
     with root_lock(root, "reward-model", timeout_s=6 * 3600, lease_s=6 * 3600):
-        return _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids)
+        return _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
+                                  tuple(sorted(domains or all_domains())),
+                                  list(validation_domains or [None] * len(validation)))
 
 
-def _train_new_version(root, train, validation, config, pair_problems, pairs_available,
-                       available_pair_ids) -> TrainingOutcome:
-    from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
+def _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
+                       domains, validation_domains) -> TrainingOutcome:
     from orchrm_dagster.rm.train import train_reward_model
 
-    base = synced_checkpoints_dir(root, champion_model=True)
+    base = synced_checkpoints_dir(root)
     version = _unfinished_version(base) or next_version(str(base))
     folder = version_dir(str(base), version)
-    result = train_reward_model(train, validation, config, folder, resume=True)
-    champion = read_champion(base)
-    champion_accuracy = None
-    if champion is not None and len(validation):
-        champion_scorer = RewardScorer(os.path.join(champion["path"], MODEL_SUBDIR), config.device, config.max_length)
-        champion_accuracy = evaluate_pairs(champion_scorer, validation)["val_accuracy"]
-    accuracy = result.validation_metrics.get("val_accuracy", 0.0)
-    becomes_champion = is_new_champion(accuracy, champion_accuracy, config.champion_margin)
-    metrics = {**result.validation_metrics, "champion_val_accuracy": champion_accuracy,
-               "is_champion": becomes_champion}
+    # validated below, once, with the champions on the same pairs
+    result = train_reward_model(train, PairTexts.empty(), config, folder, resume=True)
+    champions = read_champions(base, all_domains())
+    # a champion trained on other pair sources (the other GRPO recipe) is not a rival: the recipe changed on purpose
+    rivals = {d: v for d, v in champions.items() if trained_on(root, v) == tuple(config.pair_sources)}
+    metrics, judged = _gate(root, base, result.model_dir, validation, validation_domains, domains, rivals, config)
+    becomes_champion = any(v.becomes_champion for v in judged.verdicts.values())
+    metrics.update(champion_val_accuracy=judged.champion_accuracy, is_champion=becomes_champion,
+                   verdicts={d: asdict(v) for d, v in judged.verdicts.items()})
     manifest = build_manifest(version, config, pair_set_fingerprint(train, validation), len(train),
                               len(validation), metrics, result.seconds, result.pairs_per_second)
     manifest["pairs_available"] = pairs_available  # pairs in the tables when it trained: new ones are counted from it
+    manifest["domains"] = list(domains)
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
     Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
     if available_pair_ids is not None:
         available_pair_ids.write_parquet(Path(folder, PAIR_IDS_FILE))
     write_manifest(folder, manifest)
     if becomes_champion:
-        (base / CHAMPION_FILE).write_text(json.dumps({"version": version}))
+        write_champions(base, crowned(champions, judged.verdicts, version))
     _upload(root, base, folder)
-    return TrainingOutcome(len(train), len(validation), version, folder, metrics, champion_accuracy, becomes_champion,
-                           champion["version"] if champion else None, result.pairs_per_second, result.seconds)
+    return TrainingOutcome(len(train), len(validation), version, folder, metrics, judged.champion_accuracy,
+                           becomes_champion, champions, result.pairs_per_second, result.seconds, domains,
+                           judged.verdicts)
+
+
+def _gate(root, base, new_model: str, validation: PairTexts, validation_domains: list, domains: tuple[str, ...],
+          champions: Mapping[str, int], config: RMTrainConfig) -> tuple[dict, Gate]:
+    """The new model's validation metrics, and the per-domain gate: the new model and the champions of its
+    domains, each scored once on the validation pairs."""
+    if not len(validation):
+        return {}, gate(np.zeros(0, bool), {}, [], domains, champions, config.champion_margin)
+    metrics, wins = _validation(new_model, validation, config.device)
+    judges = {v: _wins(model_dir(root, base, v), validation, config.device)
+              for v in {champions[d] for d in domains if d in champions}}
+    judged = gate(wins, judges, validation_domains, domains, champions, config.champion_margin)
+    return {**metrics, "accuracy_by_domain": judged.accuracy_by_domain}, judged
+
+
+def _validation(model: str, pairs: PairTexts, device: str) -> tuple[dict, np.ndarray]:
+    """The model's `pairwise_metrics` on the pairs, and which pairs it ranks right."""
+    from orchrm_dagster.rm.metrics import pairwise_metrics
+
+    scorer, chosen, rejected = _scores(model, pairs, device)
+    lengths = scorer.count_plan_tokens(pairs.chosen_plan + pairs.rejected_plan)
+    metrics = pairwise_metrics(chosen, rejected, pairs.source, lengths[:len(pairs)], lengths[len(pairs):])
+    return metrics, np.asarray(chosen) > np.asarray(rejected)
+
+
+def _wins(model: str, pairs: PairTexts, device: str) -> np.ndarray:
+    """Which pairs the model ranks right."""
+    _, chosen, rejected = _scores(model, pairs, device)
+    return np.asarray(chosen) > np.asarray(rejected)
+
+
+def _scores(model: str, pairs: PairTexts, device: str):
+    from orchrm_dagster.rm.score import RewardScorer
+
+    scorer = RewardScorer(model, device)
+    scores = scorer.score(pairs.question * 2, pairs.chosen_plan + pairs.rejected_plan)
+    return scorer, scores[:len(pairs)], scores[len(pairs):]
 
 
 def _drop_trainer_checkpoints(folder: str) -> None:
@@ -229,97 +320,31 @@ def _upload(root: StorageRoot, base: Path, folder: str) -> None:
         return
     remote = root.path("checkpoints", "rm", Path(folder).name)
     root.fs.put(folder, remote, recursive=True)
-    root.fs.put_file(str(base / CHAMPION_FILE), root.path("checkpoints", "rm", CHAMPION_FILE))
+    if (base / CHAMPION_FILE).exists():
+        root.fs.put_file(str(base / CHAMPION_FILE), root.path("checkpoints", "rm", CHAMPION_FILE))
 
 
 def checkpoint_table(root: StorageRoot) -> pa.Table:
-    """The `rm_checkpoints` table: one row per finished version."""
+    """The `rm_checkpoints` table: one row per finished version, with the domains it stood for and those it is
+    champion of now."""
     base = synced_checkpoints_dir(root)
-    champion = read_champion(base)
+    every = all_domains()
+    champions = read_champions(base, every)
     rows = []
     for v in list_versions(str(base)):
         metrics = v.get("metrics", {})
+        champion_of = sorted(d for d, version in champions.items() if version == v["version"])
+        by_domain = metrics.get("accuracy_by_domain")
         rows.append({
             "version": v["version"], "path": root.uri("checkpoints", "rm", Path(v["path"]).name) if not root.is_local
             else v["path"], "backbone": v["backbone"], "n_train_pairs": v["n_train_pairs"],
             "n_validation_pairs": v["n_validation_pairs"], "val_accuracy": metrics.get("val_accuracy"),
             "champion_val_accuracy": metrics.get("champion_val_accuracy"), "ece": metrics.get("ece"),
             "length_spearman": metrics.get("length_spearman"), "pairs_per_second": v["pairs_per_second"],
-            "pair_set_fingerprint": v["pair_set_fingerprint"],
-            "is_champion": champion is not None and champion["version"] == v["version"],
+            "pair_set_fingerprint": v["pair_set_fingerprint"], "is_champion": bool(champion_of),
             "created_at": v["created_at"],
+            # a version from before domains were recorded was one model trained on every pair
+            "domains": v.get("domains", list(every)), "champion_of": champion_of,
+            "val_accuracy_by_domain": json.dumps(by_domain, sort_keys=True) if by_domain is not None else None,
         })
     return pa.Table.from_pylist(rows, schema=RM_CHECKPOINTS)
-
-
-@dataclass
-class ScoringReport:
-    version: int
-    batches_scored: int = 0
-    batches_current: int = 0
-    runs_scored: int = 0
-    seconds: float = 0.0
-
-
-def score_runs(root: StorageRoot, settings: ScoringSettings = ScoringSettings(),
-               rows_per_chunk: int = 4096) -> ScoringReport:
-    """Scores every run batch with the champion; batches already scored by it are left as they are."""
-    import time
-
-    started = time.perf_counter()
-    version, scorer = champion_scorer(root, settings)
-    report = ScoringReport(version)
-    stale = set(batches_to_score(root, version))
-    for batch_id in root.batch_ids("runs"):
-        if batch_id not in stale:
-            report.batches_current += 1
-            continue
-        report.runs_scored += _score_batch(root, scorer, batch_id, version, rows_per_chunk)
-        report.batches_scored += 1
-    report.seconds = time.perf_counter() - started
-    return report
-
-
-def batches_to_score(root: StorageRoot, version: int) -> list[str]:
-    """Run batches whose scores are not the champion `version`'s of their current runs: never scored, scored by
-    another version, or re-ingested since they were scored."""
-    def stale(batch_id: str) -> bool:
-        if root.batch_generation("rm_scores", batch_id) < root.batch_generation("runs", batch_id):
-            return True
-        scored_by = _scored_by(root, batch_id)
-        return scored_by is not _NO_RUNS and scored_by != version  # a batch without runs has nothing to score
-
-    return [b for b in root.batch_ids("runs") if stale(b)]
-
-
-_NO_RUNS = object()
-
-
-def _scored_by(root: StorageRoot, batch_id: str):
-    """The version whose scores the batch holds (None: none, or several), `_NO_RUNS` for scores of no run."""
-    parts = root.batch_files("rm_scores", batch_id)
-    if not parts:
-        return None
-    with root.fs.open(parts[0], "rb") as src:
-        versions = pq.read_table(src, columns=["rm_version"]).column("rm_version").unique().to_pylist()
-    if not versions:
-        return _NO_RUNS
-    return versions[0] if len(versions) == 1 else None
-
-
-def _score_batch(root: StorageRoot, scorer, batch_id: str, version: int, rows_per_chunk: int) -> int:
-    scored = 0
-    with tempfile.TemporaryDirectory(prefix="orchrm-scores-") as staging:
-        out = str(Path(staging, "scores.parquet"))
-        sink = ParquetSink(out, RM_SCORES, rows_per_chunk)
-        for part in root.batch_files("runs", batch_id):
-            with root.fs.open(part, "rb") as src:
-                for chunk in pq.ParquetFile(src).iter_batches(rows_per_chunk, columns=["run_id", "question", "plan"]):
-                    columns = chunk.to_pydict()
-                    scores, tokens = scorer.score_with_lengths(columns["question"], columns["plan"])
-                    for run_id, score, n_tokens in zip(columns["run_id"], scores, tokens):
-                        sink.append((batch_id, run_id, version, score, n_tokens))
-                    scored += len(scores)
-        sink.close()
-        root.replace_batch("rm_scores", batch_id, [out])
-    return scored

@@ -3,6 +3,7 @@ never executed."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.metrics import pairwise_metrics
-from orchrm_dagster.rm.template import encode
+from orchrm_dagster.rm.template import encode, read_input_spec
 
 CPU_BATCH_TOKENS = 2048  # measured with MiniLM on one core: 8 x 256, 16 x 128 tokens ran faster than 32-input batches
 
@@ -25,12 +26,14 @@ class RewardScorer:
     holds at most batch_size inputs and max_batch_tokens padded tokens (None: 2048 on CPU, where larger batches
     run slower per token, as they spill out of cache; unbounded on GPU).
     Loaded models are cached per (model_dir, device) in this process, so constructing a scorer twice is cheap.
+    Plans are read in the input format the model was trained with, at its trained length unless max_length is given.
     """
 
-    def __init__(self, model_dir: str, device: str = "auto", max_length: int = 256, batch_size: int = 32,
+    def __init__(self, model_dir: str, device: str = "auto", max_length: int | None = None, batch_size: int = 32,
                  max_batch_tokens: int | None = None):
         self.device = resolve_device(device)
-        self.max_length = max_length
+        trained = read_input_spec(model_dir)
+        self.spec = dataclasses.replace(trained, max_length=max_length) if max_length else trained
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens or (CPU_BATCH_TOKENS if self.device == "cpu" else None)
         self.model, self.tokenizer = _load(os.path.realpath(model_dir), self.device, _weights_stamp(model_dir))
@@ -40,7 +43,7 @@ class RewardScorer:
 
     def score_with_lengths(self, questions: Sequence[str], plans: Sequence[str]) -> tuple[list[float], list[int]]:
         """Scores, and the number of tokens the model read for each input (its verification cost)."""
-        ids = encode(self.tokenizer, questions, plans, self.max_length)
+        ids = encode(self.tokenizer, questions, plans, self.spec)
         lengths = [len(row) for row in ids]
         scores = [0.0] * len(ids)
         for batch in self.batches(lengths):

@@ -30,7 +30,7 @@ from orchrm_dagster.rm.checkpoints import MODEL_SUBDIR
 from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, use_bf16
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
-from orchrm_dagster.rm.template import encode
+from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec
 
 RUN_KEY_FILE = "run_key.json"
 ADDED_PAD_TOKEN = "<|rm_pad|>"
@@ -66,6 +66,7 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
         seconds = time.perf_counter() - started
         model_dir = os.path.join(output_dir, MODEL_SUBDIR)
         trainer.save_model(model_dir)
+        write_input_spec(model_dir, config.input_spec())
         metrics = _validation_metrics(model_dir, validation, config, device)
     steps = trainer.state.global_step
     pairs = pairs_in_steps(_checkpoint_step(checkpoint), steps, len(train), config.batch_size)
@@ -90,14 +91,14 @@ def ensure_distinct_pad_token(model, tokenizer) -> None:
     model.config.pad_token_id = tokenizer.pad_token_id
 
 
-def preference_dataset(tokenizer, pairs: PairTexts, max_length: int) -> Dataset:
+def preference_dataset(tokenizer, pairs: PairTexts, spec: InputSpec) -> Dataset:
     """Pre-tokenized pairs in TRL 1.16's processed format (chosen_ids / rejected_ids), unpadded.
 
     Pre-tokenizing matters: given text, TRL appends tokenizer.eos_token (None for BERT-type tokenizers) and drops
     pairs longer than max_length instead of truncating them. `length` feeds the length-grouped sampler.
     """
-    chosen = encode(tokenizer, pairs.question, pairs.chosen_plan, max_length)
-    rejected = encode(tokenizer, pairs.question, pairs.rejected_plan, max_length)
+    chosen = encode(tokenizer, pairs.question, pairs.chosen_plan, spec)
+    rejected = encode(tokenizer, pairs.question, pairs.rejected_plan, spec)
     lengths = [max(len(c), len(r)) for c, r in zip(chosen, rejected)]
     return Dataset.from_dict({"chosen_ids": chosen, "rejected_ids": rejected, "length": lengths})
 
@@ -137,14 +138,14 @@ def pairs_in_steps(first_step: int, last_step: int, n_pairs: int, batch_size: in
 def _build_trainer(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str) -> RewardTrainer:
     model, tokenizer = load_backbone(backbone_path(config.backbone), config.seed)
     return RewardTrainer(model=model, args=reward_config(config, output_dir, device),
-                         train_dataset=preference_dataset(tokenizer, train, config.max_length),
+                         train_dataset=preference_dataset(tokenizer, train, config.input_spec()),
                          processing_class=tokenizer)
 
 
 def _validation_metrics(model_dir: str, validation: PairTexts, config: RMTrainConfig, device: str) -> dict:
     if len(validation) == 0:
         return {}
-    return evaluate_pairs(RewardScorer(model_dir, device, config.max_length), validation)
+    return evaluate_pairs(RewardScorer(model_dir, device), validation)
 
 
 def _checkpoint_to_resume(output_dir: str, run_key: dict, resume: bool) -> str | None:
@@ -161,7 +162,7 @@ def _checkpoint_to_resume(output_dir: str, run_key: dict, resume: bool) -> str |
 
 
 def _run_key(train: PairTexts, config: RMTrainConfig) -> dict:
-    return {"pairs": train.fingerprint(), "backbone": config.backbone, "max_length": config.max_length,
+    return {"pairs": train.fingerprint(), "backbone": config.backbone, "input": list(config.input_spec().__dict__.values()),
             "batch_size": config.batch_size, "seed": config.seed}
 
 

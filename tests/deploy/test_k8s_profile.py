@@ -162,6 +162,16 @@ def test_the_vllm_manifest_serves_the_openai_api_on_a_gpu_node():
     assert service["spec"]["ports"][0]["port"] == 8000
 
 
+def test_the_llm_config_the_vllm_manifest_documents_is_what_the_llm_resource_takes():
+    from orchrm_dagster.glue.resources import LLMBackendResource
+
+    header = next(line for line in (ROOT / "deploy/k8s/vllm-server.yaml").read_text().splitlines()
+                  if "llm resource config" in line)
+    documented = yaml.safe_load(header.split("llm resource config ", 1)[1].rstrip(".").replace("<served name>", "m"))
+    spec = LLMBackendResource(**documented).spec()
+    assert (spec.kind, spec.base_url, spec.model) == ("openai", "http://vllm.orchrm.svc:8000/v1", "m")
+
+
 @pytest.mark.skipif(shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode,
                     reason="no Docker engine on this machine (the docker client alone cannot build)")
 def test_the_cpu_image_builds():

@@ -8,7 +8,10 @@ import polars as pl
 import pytest
 
 from orchrm_dagster.evaluation import EvaluationSettings, any_correct_probability, index_pool, pick_probability
-from orchrm_dagster.evaluation import methods
+from orchrm_dagster.evaluation.methods.collaborative_verifier import collaborative_verifier
+from orchrm_dagster.evaluation.methods.common import candidate_set_members, judged, one_sample, ranked_choice
+from orchrm_dagster.evaluation.methods.majority_vote import majority_vote
+from orchrm_dagster.evaluation.methods.oracle import oracle as oracle_bound
 
 BASE = {"benchmark": "b", "policy": "p", "question": "q", "plan": "plan", "final_answer": "a", "logprob": None,
         "exec_tokens": 100, "score": None, "rm_tokens": 10, "answer": None, "verifier_static": 0.0,
@@ -62,7 +65,7 @@ def test_the_exact_ranked_choice_formula_equals_enumeration(seed):
     exec_tokens = [int(x) for x in rng.integers(10, 500, m)]
     rows = runs("x", correct, score=scores, exec_tokens=exec_tokens)
     for n in range(1, m + 1):
-        frame = methods.ranked_choice(pool(*rows), "score", n, "rm_tokens")
+        frame = ranked_choice(pool(*rows), "score", n, "rm_tokens")
         accuracy, execution = brute_force(rows, n, best_by("score"))
         assert frame["accuracy"][0] == pytest.approx(accuracy)
         assert frame["execution"][0] == pytest.approx(execution)
@@ -81,7 +84,7 @@ def test_the_oracle_is_one_minus_all_wrong():
     assert any_correct_probability(np.array([8]), np.array([6]), 2)[0] == pytest.approx(1 - math.comb(6, 2) / 28)
     assert any_correct_probability(np.array([4]), np.array([1]), 2)[0] == 1.0
     rows = runs("x", [True, False, False, False, True])
-    oracle = methods.oracle(pool(*rows), 3)
+    oracle = oracle_bound(pool(*rows), 3)
     accuracy, _ = brute_force(rows, 3, lambda s: max(s, key=lambda r: r["correct"]))
     assert oracle["accuracy"][0] == pytest.approx(accuracy)
     assert oracle["execution"][0] == pytest.approx(300)  # the oracle executes all three
@@ -90,14 +93,14 @@ def test_the_oracle_is_one_minus_all_wrong():
 def test_ties_go_to_the_lower_run_id_and_missing_scores_rank_last():
     rows = runs("x", [False, True, False], score=[None, 1.0, 1.0])
     # r1 and r2 tie; r1 has the lower run_id, so it wins whenever both are drawn; r0 (no score) never wins
-    frame = methods.ranked_choice(pool(*rows), "score", 2, None)
+    frame = ranked_choice(pool(*rows), "score", 2, None)
     assert frame["accuracy"][0] == pytest.approx(2 / 3)  # sets {0,1}: r1; {0,2}: r2 (wrong); {1,2}: r1
 
 
 def test_single_is_the_mean_and_problems_with_too_few_runs_are_left_out():
-    frame = methods.single(pool(*runs("x", [True, False, False, True]), *runs("y", [False])))
+    frame = one_sample(pool(*runs("x", [True, False, False, True]), *runs("y", [False])))
     assert by_problem(frame) == {"x": 0.5, "y": 0.0}
-    two = methods.ranked_choice(pool(*runs("x", [True, False]), *runs("y", [False])), "score", 2, None)
+    two = ranked_choice(pool(*runs("x", [True, False]), *runs("y", [False])), "score", 2, None)
     assert set(two["problem_id"]) == {"x"}
 
 
@@ -122,8 +125,8 @@ def test_majority_vote_equals_enumeration_with_unparseable_answers(seed):
     rows = runs("x", correct, answer=answers)
     settings = EvaluationSettings(max_enumerate=10_000)
     for n in range(2, m + 1):
-        members = methods.candidate_set_members(pool(*rows), n, settings)
-        frame = methods.majority_vote(members, n)
+        members = candidate_set_members(pool(*rows), n, settings)
+        frame = majority_vote(members, n)
         accuracy, _ = brute_force(rows, n, majority)
         assert frame["accuracy"][0] == pytest.approx(accuracy), n
         assert frame["execution"][0] == pytest.approx(100 * n) and frame["verification"][0] == 0
@@ -131,8 +134,8 @@ def test_majority_vote_equals_enumeration_with_unparseable_answers(seed):
 
 def test_a_set_without_any_answer_takes_its_first_run():
     rows = runs("x", [True, False], answer=[None, None])
-    members = methods.candidate_set_members(pool(*rows), 2, EvaluationSettings())
-    assert methods.majority_vote(members, 2)["accuracy"][0] == 1.0
+    members = candidate_set_members(pool(*rows), 2, EvaluationSettings())
+    assert majority_vote(members, 2)["accuracy"][0] == 1.0
 
 
 def verifier_choice(weight):
@@ -149,8 +152,8 @@ def test_the_collaborative_verifier_fuses_agreement_with_the_static_panel():
                 verifier_static=[0.9, 0.2, 0.1, 0.95, 0.3], verifier_tokens=[40, 40, 40, 40, 40])
     settings = EvaluationSettings(max_enumerate=10_000)
     for n in (2, 3, 4):
-        members = methods.candidate_set_members(pool(*rows), n, settings)
-        frame = methods.collaborative_verifier(members, n, agreement_weight=0.5)
+        members = candidate_set_members(pool(*rows), n, settings)
+        frame = collaborative_verifier(members, n, agreement_weight=0.5)
         accuracy, _ = brute_force(rows, n, verifier_choice(0.5))
         assert frame["accuracy"][0] == pytest.approx(accuracy)
         assert frame["verification"][0] == pytest.approx(40 * n)
@@ -159,19 +162,19 @@ def test_the_collaborative_verifier_fuses_agreement_with_the_static_panel():
 def test_draws_replace_enumeration_above_the_limit_and_are_seeded():
     rows = runs("x", [i % 3 == 0 for i in range(30)], answer=[str(i % 4) for i in range(30)])
     settings = EvaluationSettings(draws=50, max_enumerate=100, seed=3)
-    first = methods.candidate_set_members(pool(*rows), 8, settings)
+    first = candidate_set_members(pool(*rows), 8, settings)
     assert first.select("set_id").n_unique() == 50
-    assert first.sort("set_id", "slot").equals(methods.candidate_set_members(pool(*rows), 8, settings).sort(
+    assert first.sort("set_id", "slot").equals(candidate_set_members(pool(*rows), 8, settings).sort(
         "set_id", "slot"))
     assert first.group_by("set_id").agg(pl.col("idx").n_unique())["idx"].min() == 8  # no run twice in a set
 
 
 def test_judged_sets_pay_the_judge_tokens_and_execute_as_the_method_says():
     rows = runs("x", [True, False, False])
-    members = methods.candidate_set_members(pool(*rows), 2, EvaluationSettings())
+    members = candidate_set_members(pool(*rows), 2, EvaluationSettings())
     verdicts = pl.DataFrame({"pkey": [0, 0, 0], "set_id": [0, 1, 2], "slot": [0, 1, 1], "tokens": [90, 110, 100]})
-    plan_judge = methods.judged(members, verdicts, 2, execute_all=False)
-    trajectory_judge = methods.judged(members, verdicts, 2, execute_all=True)
+    plan_judge = judged(members, verdicts, 2, execute_all=False)
+    trajectory_judge = judged(members, verdicts, 2, execute_all=True)
     # sets {0,1}: slot 0 -> r0 right; {0,2}: slot 1 -> r2 wrong; {1,2}: slot 1 -> r2 wrong
     assert plan_judge["accuracy"][0] == pytest.approx(1 / 3)
     assert plan_judge["verification"][0] == pytest.approx(100)

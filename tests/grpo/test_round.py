@@ -3,8 +3,9 @@ what a crash leaves behind, and how the next attempt resumes."""
 
 import pytest
 
-from orchrm_dagster.grpo import GRPOSettings, OrchRMReward, checkpoint_policies, read_table, run_round
-from orchrm_dagster.llm import BackendSpec
+from orchrm_dagster.grpo import GRPOSettings, checkpoint_policies, read_table, run_round
+from orchrm_dagster.grpo.rewards.orchrm import OrchRMReward
+from orchrm_dagster.llm import TransformersSpec
 from orchrm_dagster.orchestration import PolicySpec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -37,17 +38,18 @@ def registry(tiny_policy):
 
 
 def test_a_round_publishes_a_checkpoint_policy_and_its_row(champion_root, tiny_policy):
-    outcome = run_round(champion_root, 1, SETTINGS, registry(tiny_policy), BackendSpec())
+    outcome = run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
     [row] = read_table(champion_root, "grpo_rounds")
     assert row == outcome.row and row["round"] == 1 and row["steps"] == 2 and row["rm_version"] == 1
     assert row["generation_tokens"] > 0 and row["reward_tokens"] > 0 and row["rollout_tokens"] == 0
     assert row["kl"] is not None and row["heldout_reward_before"] is not None and row["heldout_accuracy"] is None
+    assert row["mean_reward"] is not None and row["reward_mode"] == "orchrm"  # the champion's scale, not 0
     [policy] = checkpoint_policies(champion_root)
     assert policy.name == "grpo-r0001" and policy.kind == "checkpoint" and policy.max_new_tokens == 384
     [checkpoint] = read_table(champion_root, "policy_checkpoints")
     assert checkpoint["base_model"] == tiny_policy and checkpoint["reward_mode"] == "orchrm"
     # the next round continues from this checkpoint, and its "before" is this round's "after"
-    second = run_round(champion_root, 2, SETTINGS, registry(tiny_policy), BackendSpec())
+    second = run_round(champion_root, 2, SETTINGS, registry(tiny_policy), TransformersSpec())
     assert second.row["heldout_reward_before"] == row["heldout_reward_after"]
     assert read_table(champion_root, "policy_checkpoints")[1]["base_model"] == policy.checkpoint_path
 
@@ -65,10 +67,10 @@ def test_a_crashed_round_publishes_nothing_and_the_next_attempt_resumes_from_its
 
     monkeypatch.setattr(OrchRMReward, "__call__", crash_on_the_second_step)
     with pytest.raises(RuntimeError, match="killed mid-round"):
-        run_round(champion_root, 1, SETTINGS, registry(tiny_policy), BackendSpec())
+        run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
     assert read_table(champion_root, "policy_checkpoints") == [] and checkpoint_policies(champion_root) == []
     calls.clear()
-    outcome = run_round(champion_root, 1, SETTINGS, registry(tiny_policy), BackendSpec())
+    outcome = run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
     assert outcome.row["steps"] == 2 and len(calls) == 1  # step 1 came from the saved checkpoint
 
 
@@ -79,7 +81,7 @@ def test_two_rounds_never_run_at_once(champion_root, tiny_policy):
 
     with FileLock(str(local_work_dir(champion_root) / "grpo" / "round.lock")):
         with pytest.raises(RuntimeError, match="another GRPO round"):
-            run_round(champion_root, 1, SETTINGS, registry(tiny_policy), BackendSpec())
+            run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
 
 
 def test_the_policy_gate_promotes_unless_held_out_reward_falls_past_the_margin_or_accuracy_falls():
@@ -109,9 +111,9 @@ def test_a_round_whose_held_out_reward_falls_is_not_promoted_and_the_next_starts
     from pathlib import Path
 
     always, never = dataclasses.replace(SETTINGS, policy_margin=1e9), dataclasses.replace(SETTINGS, policy_margin=-1e9)
-    first = run_round(champion_root, 1, always, registry(tiny_policy), BackendSpec())
+    first = run_round(champion_root, 1, always, registry(tiny_policy), TransformersSpec())
     assert first.row["promoted"] is True and first.row["start_policy"] == "tiny"
-    second = run_round(champion_root, 2, never, registry(tiny_policy), BackendSpec())
+    second = run_round(champion_root, 2, never, registry(tiny_policy), TransformersSpec())
     assert second.row["start_policy"] == "grpo-r0001"
     rounds = {r["round"]: r for r in read_table(champion_root, "grpo_rounds")}
     assert rounds[2]["promoted"] is False and "fell" in rounds[2]["reason"]
@@ -120,7 +122,7 @@ def test_a_round_whose_held_out_reward_falls_is_not_promoted_and_the_next_starts
     assert checkpoints[2]["promoted"] is False and checkpoints[2]["in_use"] is False
     assert checkpoints[1]["promoted"] is True and checkpoints[1]["in_use"] is True  # still what rolls out
 
-    third = run_round(champion_root, 3, always, registry(tiny_policy), BackendSpec())
+    third = run_round(champion_root, 3, always, registry(tiny_policy), TransformersSpec())
     assert third.row["start_policy"] == "grpo-r0001"  # not the rejected grpo-r0002
     assert third.row["heldout_reward_before"] == first.row["heldout_reward_after"]
     rounds = {r["round"]: r for r in read_table(champion_root, "grpo_rounds")}
@@ -129,3 +131,36 @@ def test_a_round_whose_held_out_reward_falls_is_not_promoted_and_the_next_starts
     assert checkpoints[3]["base_model"] == checkpoints[1]["path"] == first.path
     assert [r for r, row in checkpoints.items() if row["in_use"]] == [3]
     assert Path(second.path).exists() and checkpoints[2]["promoted"] is False
+
+
+def test_two_from_scratch_rounds_continue_their_own_lineage_with_a_correct_over_incorrect_reward_model(
+        storage_root, tiny_backbone, tiny_policy):
+    import dataclasses
+
+    from orchrm_dagster.pairs import CORRECT_OVER_INCORRECT
+    from orchrm_dagster.rm import RMTrainConfig, train_new_version
+
+    from ..rm.toy import toy_pairs
+
+    scratch = dataclasses.replace(SETTINGS, start="scratch", scratch_policy="tiny-base", policy_margin=1e9)
+    policies = {**registry(tiny_policy), "tiny-base": PolicySpec(name="tiny-base", kind="base", model=tiny_policy)}
+    every_pair = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100)
+    train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), every_pair, ["x"])
+    with pytest.raises(ValueError, match="correct_over_incorrect pairs only"):
+        run_round(storage_root, 1, scratch, policies, TransformersSpec())
+
+    def correct_over_incorrect(pairs):
+        return pairs.select([i for i, s in enumerate(pairs.source) if s == CORRECT_OVER_INCORRECT])
+
+    recipe = dataclasses.replace(every_pair, pair_sources=(CORRECT_OVER_INCORRECT,))
+    train_new_version(storage_root, correct_over_incorrect(toy_pairs(16, 0)), correct_over_incorrect(toy_pairs(8, 1)),
+                      recipe, ["x"])
+    first = run_round(storage_root, 1, scratch, policies, TransformersSpec())
+    second = run_round(storage_root, 2, scratch, policies, TransformersSpec())
+    assert first.row["start_policy"] == "tiny-base" and first.row["promoted"] is True
+    assert second.row["start_policy"] == "grpo-r0001"  # not the base again
+    assert second.row["heldout_reward_before"] == first.row["heldout_reward_after"]
+    assert first.row["rm_version"] == second.row["rm_version"] == 2
+    continued = run_round(storage_root, 3, dataclasses.replace(SETTINGS, policy_margin=1e9), policies,
+                          TransformersSpec())
+    assert continued.row["start_policy"] == "tiny"  # the other recipe's lineage starts from its own policy

@@ -1,6 +1,6 @@
 import pytest
 
-from orchrm_dagster.labels import LABELER_VERSIONS, label_answer
+from orchrm_dagster.labels import label_answer, labeler_for
 
 
 def judge(reference, answer):
@@ -110,5 +110,5 @@ def test_huge_answers_are_refused_not_computed():
 def test_verdict_metadata():
     verdict = judge("42", "\\boxed{42}")
     assert verdict.labeler == "math_verify"
-    assert verdict.labeler_version == LABELER_VERSIONS["math_verify"]
+    assert verdict.labeler_version == labeler_for("math").version
     assert verdict.labeler_version.startswith("math-verify-0.9.0")

@@ -4,7 +4,10 @@ from importlib.metadata import version
 
 import pytest
 
-from orchrm_dagster.labels import LABELER_VERSIONS, Verdict, answer_type_for, label_answer, label_cached
+from orchrm_dagster.labels import (Claim, LabelSettings, Verdict, answer_type_for, label_answer, label_cached,
+                                   labeler_for, labelers, register_labeler)
+from orchrm_dagster.labels import labeler as labeler_registry
+from orchrm_dagster.labels.verdict import correct, incorrect
 
 
 @pytest.mark.parametrize(
@@ -44,7 +47,7 @@ def test_answer_type_heuristic_for_unknown_benchmarks(reference, expected):
 
 
 def test_versions():
-    assert LABELER_VERSIONS == {
+    assert {labeler.name: labeler.version for labeler in labelers().values()} == {
         "math_verify": f"math-verify-{version('math-verify')}+orchrm1",
         "qa_em_f1": "squad-norm+orchrm1",
         "choice_letter": "orchrm1",
@@ -104,3 +107,56 @@ def test_huge_answer_in_a_worker_thread_returns_promptly():
     verdict = label_in_thread("math", "5", "$9^{9^{9^{9}}}$")
     assert not verdict.is_correct
     assert time.monotonic() - started < 10
+
+
+class YesNoLabeler:
+    """A labeler written in a test: the registry is all a new answer type needs."""
+
+    name = "yes_no"
+    version = "test1"
+    answer_type = "yesno"
+    benchmark_prefixes = ("boolq",)
+    prompt_file = "answer_qa"
+
+    def claim(self, reference, choices):
+        return Claim.NONE
+
+    def label(self, reference, text, choices, **options):
+        said = text.strip().rstrip(".").split()[-1].lower()
+        if said == reference.lower():
+            return correct(self.name, self.version, said)
+        return incorrect(self.name, self.version, said, f"said {said}")
+
+
+@pytest.fixture
+def with_yes_no(monkeypatch):
+    monkeypatch.setattr(labeler_registry, "_REGISTERED", dict(labelers()))  # forgotten after the test
+    register_labeler(YesNoLabeler())
+
+
+def test_a_labeler_registered_in_a_test_is_chosen_dispatched_and_prompted(with_yes_no):
+    from orchrm_dagster.mas import CoTAgent, render_prompt
+    from tests.mas.scripted import ScriptedBackend
+    from tests.mas.test_agents import run
+
+    assert answer_type_for("BoolQ_dev", "yes", None) == "yesno"
+    assert answer_type_for("boolq_dev", "yes", ["yes", "no"]) == "choice"  # a problem with choices stays one
+    verdict = label_answer("yesno", "Yes", "<answer>I think yes.</answer>")
+    assert (verdict.is_correct, verdict.labeler, verdict.labeler_version) == (True, "yes_no", "test1")
+    assert label_answer("yesno", "yes", "").reason == "no final answer"
+    assert LabelSettings(answer_types={"custom": "yesno"}).answer_types == {"custom": "yesno"}
+    backend = ScriptedBackend()
+    run(CoTAgent(), backend, answer_format="yesno")
+    assert render_prompt("answer_qa") in backend.prompts[0]
+
+
+def test_an_answer_type_no_labeler_registered_is_refused_where_it_is_configured():
+    with pytest.raises(ValueError, match="unknown answer_type 'yesno'"):
+        LabelSettings(answer_types={"custom": "yesno"})
+    with pytest.raises(ValueError, match="unknown answer_type 'yesno'"):
+        labeler_for("yesno")
+
+
+def test_two_labelers_for_one_answer_type_are_refused(with_yes_no):
+    with pytest.raises(ValueError, match="two labelers for answer type 'yesno'"):
+        register_labeler(YesNoLabeler())

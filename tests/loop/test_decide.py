@@ -143,3 +143,16 @@ def test_batch_states_say_what_became_of_each_landed_file():
     assert [(s.state, s.cause, s.failed) for s in states.values()] == [
         ("ingested", "", False), ("failed (2 runs)", "OSError: gone", True), ("ingesting", "", False),
         ("landed", "", False)]
+
+
+def test_a_from_scratch_loop_retrains_the_reward_model_on_correct_over_incorrect_pairs_once():
+    scratch = dataclasses.replace(SETTINGS, round=dataclasses.replace(SETTINGS.round, start="scratch"))
+    trained_on_every_pair = dataclasses.replace(CURRENT, trained_on=())
+    decision = decide(trained_on_every_pair, scratch)
+    assert kinds(decision) == ["reward_model"] and "correct_over_incorrect" in decision.steps[0].why
+    assert decision.steps[0].reward_model.pair_sources == ("correct_over_incorrect",)
+    assert decision.steps[0].key == "reward_model:i1:correct_over_incorrect"
+    retrained = dataclasses.replace(CURRENT, trained_on=("correct_over_incorrect",))
+    assert kinds(decide(retrained, scratch)) == ["round"]  # the recipe holds: the rounds go on
+    assert kinds(decide(trained_on_every_pair, SETTINGS)) == ["round"]  # continue: every pair, as trained
+    assert kinds(decide(retrained, SETTINGS)) == ["reward_model"]  # and back again when the recipe changes back

@@ -18,6 +18,7 @@ PLAN = """<thinking>one solver</thinking>
 class ScriptedBackend:
     name = "scripted"
     model_id = "scripted-model"
+    batches_in_process = False
 
     def __init__(self, plan_text=PLAN):
         self.plan_text = plan_text

@@ -2,7 +2,7 @@ import pyarrow as pa
 import pytest
 
 from orchrm_dagster.rm.data import PairTexts
-from orchrm_dagster.rm.template import encode, format_input
+from orchrm_dagster.rm.template import InputSpec, encode, format_input
 from orchrm_dagster.rm.train import ensure_distinct_pad_token, pairs_in_steps
 
 
@@ -35,7 +35,7 @@ def test_encode_truncates_without_padding(tiny_backbone):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
-    ids = encode(tokenizer, ["short?", "long?"], ["plan", "step " * 100], max_length=16)
+    ids = encode(tokenizer, ["short?", "long?"], ["plan", "step " * 100], InputSpec("plan_text", 16))
     assert len(ids[0]) < 16 and len(ids[1]) == 16
     assert ids[1][-1] == tokenizer.sep_token_id  # BERT-type: no EOS appended
 
@@ -53,7 +53,7 @@ def test_decoder_backbone_gets_a_pad_token_distinct_from_eos(tiny_backbone):
     assert tokenizer.pad_token != tokenizer.eos_token
     assert model.config.pad_token_id == tokenizer.pad_token_id == len(tokenizer) - 1
     assert model.get_input_embeddings().weight.shape[0] == len(tokenizer)
-    ids = encode(tokenizer, ["q"], ["plan"], max_length=32)[0]
+    ids = encode(tokenizer, ["q"], ["plan"], InputSpec(max_length=32))[0]
     assert ids[-1] == tokenizer.eos_token_id
     padded = torch.tensor([ids + [tokenizer.pad_token_id] * 3])
     with torch.inference_mode():  # the score is read at the last non-pad token (the EOS), so padding changes nothing

@@ -36,8 +36,9 @@ def build_pairs(root) -> set[str]:
 
 
 def train(root, backbone):
-    return train_on_current_pairs(root, RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4,
-                                                      save_steps=100))
+    [outcome] = train_on_current_pairs(root, RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4,
+                                                           save_steps=100))  # one shared model by default
+    return outcome
 
 
 def test_a_rollout_on_problems_at_their_pair_caps_counts_as_new_pairs(storage_root, tiny_backbone, tmp_path):
@@ -93,6 +94,6 @@ def test_a_batch_without_runs_is_scored_once_not_for_ever(storage_root, tiny_bac
     (tmp_path / "empty.jsonl").write_text("not json\n")
     landed = storage_root.land(tmp_path / "empty.jsonl")
     ingest_batch(storage_root, landed.batch_id, landed.path)  # every line quarantined: a batch of no runs
-    assert batches_to_score(storage_root, 1) == [landed.batch_id]
+    assert batches_to_score(storage_root) == [landed.batch_id]
     score_runs(storage_root, ScoringSettings(device="cpu", max_length=64))
-    assert batches_to_score(storage_root, 1) == []
+    assert batches_to_score(storage_root) == []

@@ -54,6 +54,9 @@ def test_the_launchpad_shows_each_engine_field_with_its_default_and_description(
         default = getattr(instance, name) if instance is not None else default
         shown = field.default_value if field.default_provided else None
         expected = dataclasses.asdict(default) if dataclasses.is_dataclass(default) else default
+        if info.discriminator:  # a selector: {kind: the member's fields that are set}
+            tag = expected.pop(info.discriminator)
+            expected = {tag: {k: v for k, v in expected.items() if v is not None}}
         assert _plain(shown) == _plain(expected), name
 
 
@@ -103,3 +106,15 @@ def test_a_nested_config_whose_parent_sets_other_defaults_shows_and_passes_them(
     launchpad = _launchpad_fields(run_configs.GRPORoundConfig)["execution"].default_value
     assert launchpad["subagent_max_new_tokens"] == 96 and launchpad["agents"]["sc_samples"] == 3
     assert run_configs.GRPORoundConfig().to_engine() == GRPOSettings()
+
+
+def test_a_discriminated_union_field_reaches_dagster_as_a_selector_and_comes_back():
+    from orchrm_dagster.glue.config_bridge import from_engine
+    from orchrm_dagster.llm import LLMSettings, backend_kinds
+    from orchrm_dagster.llm.vllm_backend import VLLMSpec
+
+    selector = _launchpad_fields(resources.LLMBackendResource)["backend"].config_type
+    assert set(selector.fields) == set(backend_kinds())
+    assert "kind" not in selector.fields["vllm"].config_type.fields  # the selector's key is the kind
+    settings = LLMSettings(backend=VLLMSpec(model="m", tensor_parallel_size=2))
+    assert from_engine(resources.LLMBackendResource, settings).to_engine() == settings

@@ -1,9 +1,10 @@
-"""Each way of choosing among N candidate runs, as per-problem expectations over the candidate sets.
+"""What several evaluation methods compute alike, as per-problem expectations over the candidate sets.
 
-Every function returns one row per problem (by `GROUP` for the ranked choices, by `pkey` for the set-based ones,
-whose members carry numbers only, so that millions of candidate-set rows stay small): `accuracy` (expected correctness of the run chosen), `verification`
-(tokens spent choosing) and `execution` (orchestrator + sub-agent tokens of the runs the method must execute), each
-the expectation over candidate sets drawn uniformly from the problem's pool.
+Every method returns one row per problem (by `GROUP` for the ranked choices, by `pkey` for the set-based ones,
+whose members carry numbers only, so that millions of candidate-set rows stay small): `accuracy` (expected
+correctness of the run chosen), `verification` (tokens spent choosing) and `execution` (orchestrator + sub-agent
+tokens of the runs the method must execute), each the expectation over candidate sets drawn uniformly from the
+problem's pool.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from orchrm_dagster.evaluation.expectation import any_correct_probability, candidate_sets, pick_probability
+from orchrm_dagster.evaluation.expectation import candidate_sets, pick_probability
 from orchrm_dagster.evaluation.pools import GROUP
 from orchrm_dagster.evaluation.settings import EvaluationSettings
 
@@ -20,8 +21,8 @@ MEMBER_COLUMNS = ("correct", "vote", "exec_tokens", "verifier_static", "verifier
 SET_RESULT_COLUMNS = ("pkey", "accuracy", "verification", "execution")
 
 
-def single(pool: pl.DataFrame) -> pl.DataFrame:
-    """One run, no verification: the pool's mean correctness."""
+def one_sample(pool: pl.DataFrame) -> pl.DataFrame:
+    """One run, no verification: the pool's mean correctness (what every method scores at N=1)."""
     return pool.group_by(GROUP).agg(
         accuracy=pl.col("correct").cast(pl.Float64).mean(), verification=pl.lit(0.0),
         execution=pl.col("exec_tokens").cast(pl.Float64).mean())
@@ -40,15 +41,6 @@ def ranked_choice(pool: pl.DataFrame, key: str, n: int, verification_column: str
         accuracy=(pl.col("p") * pl.col("correct").cast(pl.Float64)).sum(),
         verification=cost.sum() * n / pl.col("m").first(),
         execution=(pl.col("p") * pl.col("exec_tokens")).sum())
-
-
-def oracle(pool: pl.DataFrame, n: int) -> pl.DataFrame:
-    """Correct when any of the N is: 1 - C(K, N) / C(M, N) with K incorrect runs. An upper bound, not a method."""
-    per_problem = pool.filter(pl.col("m") >= n).group_by(GROUP).agg(
-        m=pl.len(), incorrect=(~pl.col("correct")).sum(), mean_exec=pl.col("exec_tokens").cast(pl.Float64).mean())
-    accuracy = any_correct_probability(per_problem["m"].to_numpy(), per_problem["incorrect"].to_numpy(), n)
-    return per_problem.select(*GROUP, accuracy=pl.Series(accuracy), verification=pl.lit(0.0),
-                              execution=pl.col("mean_exec") * n)
 
 
 def candidate_set_members(pool: pl.DataFrame, n: int, settings: EvaluationSettings, stream: int = 0) -> pl.DataFrame:
@@ -76,39 +68,12 @@ def candidate_set_members(pool: pl.DataFrame, n: int, settings: EvaluationSettin
     return members.join(numbered.select("pkey", "idx", *wanted), on=["pkey", "idx"])
 
 
-def _per_problem(chosen: pl.DataFrame, members: pl.DataFrame, n: int, verification: pl.Expr) -> pl.DataFrame:
+def per_problem(chosen: pl.DataFrame, members: pl.DataFrame, n: int, verification: pl.Expr) -> pl.DataFrame:
     """Mean correctness of the chosen runs over each problem's sets; all N runs are executed."""
     accuracy = chosen.group_by("pkey").agg(accuracy=pl.col("correct").cast(pl.Float64).mean())
     costs = members.group_by("pkey").agg(
         execution=pl.col("exec_tokens").cast(pl.Float64).mean() * n, verification=verification)
     return accuracy.join(costs, on="pkey").select(SET_RESULT_COLUMNS)
-
-
-def majority_vote(members: pl.DataFrame, n: int) -> pl.DataFrame:
-    """The most frequent answer of the set (runs without an answer do not vote); ties go to the answer seen first
-    (lowest run_id), and the chosen run is the first that gives it. A set without any answer takes its first run."""
-    votes = (members.filter(pl.col("vote").is_not_null())
-             .group_by("pkey", "set_id", "vote").agg(votes=pl.len(), slot=pl.col("slot").min())
-             .sort(["pkey", "set_id", "votes", "slot"], descending=[False, False, True, False])
-             .unique(subset=["pkey", "set_id"], keep="first", maintain_order=True)
-             .select("pkey", "set_id", "slot"))
-    sets = members.select("pkey", "set_id").unique()
-    picks = sets.join(votes, on=["pkey", "set_id"], how="left").with_columns(pl.col("slot").fill_null(0))
-    chosen = members.join(picks, on=["pkey", "set_id", "slot"])
-    return _per_problem(chosen, members, n, pl.lit(0.0))
-
-
-def collaborative_verifier(members: pl.DataFrame, n: int, agreement_weight: float) -> pl.DataFrame:
-    """The highest fused panel score: each run's static partial scores (`verifier_static`, weighted) plus the
-    weighted share of the set's other runs that agree with its answer; ties go to the lower run_id."""
-    counts = members.filter(pl.col("vote").is_not_null()).group_by("pkey", "set_id", "vote").agg(same=pl.len())
-    scored = members.join(counts, on=["pkey", "set_id", "vote"], how="left").with_columns(
-        total=pl.col("verifier_static")
-        + agreement_weight * ((pl.col("same").fill_null(1) - 1) / max(n - 1, 1)).cast(pl.Float64))
-    chosen = (scored.sort(["pkey", "set_id", "total", "slot"], descending=[False, False, True, False])
-              .unique(subset=["pkey", "set_id"], keep="first", maintain_order=True))
-    verification = pl.col("verifier_tokens").cast(pl.Float64).mean() * n
-    return _per_problem(chosen, members, n, verification)
 
 
 def judged(members: pl.DataFrame, verdicts: pl.DataFrame, n: int, execute_all: bool) -> pl.DataFrame:

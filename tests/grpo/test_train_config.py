@@ -1,0 +1,39 @@
+"""What a round asks TRL's GRPOTrainer for: bf16 and activation checkpointing from the settings and the device,
+and the rewards' weights and normalization."""
+
+import pytest
+
+from orchrm_dagster.grpo import GRPOSettings
+from orchrm_dagster.grpo.train import grpo_config, memory_and_precision
+
+
+def native(answer):
+    return lambda device: answer
+
+
+@pytest.mark.parametrize("device, native_bf16, expected", [
+    ("cuda", True, {"bf16": True, "activation_checkpointing": True}),  # a GPU: both on by default
+    ("cuda", False, {"bf16": False, "activation_checkpointing": True}),  # no native bf16 (pre-Ampere)
+    ("cpu", False, {"bf16": False, "activation_checkpointing": False}),
+    ("cpu", True, {"bf16": False, "activation_checkpointing": False}),  # even a CPU with AMX / AVX512-BF16
+])
+def test_by_default_bf16_and_checkpointing_are_on_for_a_cuda_that_runs_bf16(device, native_bf16, expected):
+    assert memory_and_precision(GRPOSettings(), device, native(native_bf16)) == expected
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_precision_and_checkpointing_set_explicitly_win(device):
+    fp32 = GRPOSettings(precision="fp32", activation_checkpointing=True)
+    assert memory_and_precision(fp32, device, native(True)) == {"bf16": False, "activation_checkpointing": True}
+    bf16 = GRPOSettings(precision="bf16", activation_checkpointing=False)
+    assert memory_and_precision(bf16, device, native(False)) == {"bf16": True, "activation_checkpointing": False}
+
+
+def test_the_cpu_config_carries_the_weights_and_grpos_group_normalization(tmp_path):
+    settings = GRPOSettings(rewards=("orchrm", "trajectory"), reward_weights=(1.0, 0.25), precision="fp32",
+                            activation_checkpointing=True)
+    config = grpo_config(settings, str(tmp_path), "cpu")
+    assert config.reward_weights == [1.0, 0.25] and config.scale_rewards == "group"
+    assert config.multi_objective_aggregation == "sum_then_normalize"
+    assert config.bf16 is False and config.activation_checkpointing is True and config.use_cpu is True
+    assert grpo_config(GRPOSettings(), str(tmp_path), "cpu").reward_weights == [1.0]

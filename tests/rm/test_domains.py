@@ -1,0 +1,180 @@
+"""One reward-model champion per domain: the gate, the pointer file, training's bookkeeping, and every run scored by
+its domain's champion."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from orchrm_dagster.ingest import ingest_batch
+from orchrm_dagster.rm import (RMTrainConfig, RewardScorer, ScoringSettings, batches_to_score, checkpoint_table,
+                               current_champions, domain_of, read_champions, score_runs, train_new_version)
+from orchrm_dagster.rm.champions import crowned, gate, write_champions
+from orchrm_dagster.rm.lifecycle import checkpoints_dir, domain_trainings
+from orchrm_dagster.storage import scan_table
+
+from .toy import toy_pairs
+
+DOMAINS = ("choice", "math", "qa")
+PAIR_DOMAINS = ["math", "math", "qa", "qa"]
+
+
+def test_a_version_better_on_qa_but_worse_on_math_becomes_qa_champion_only():
+    champion_wins = {1: np.array([True, True, False, False])}
+    challenger = np.array([False, True, True, True])
+    judged = gate(challenger, champion_wins, PAIR_DOMAINS, DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.0)
+    assert {d: v.becomes_champion for d, v in judged.verdicts.items()} == {"choice": True, "math": False, "qa": True}
+    math, qa, choice = judged.verdicts["math"], judged.verdicts["qa"], judged.verdicts["choice"]
+    assert (math.pairs, math.accuracy, math.champion_accuracy) == (2, 0.5, 1.0)
+    assert (qa.pairs, qa.accuracy, qa.champion_accuracy) == (2, 1.0, 0.0)
+    assert (choice.pairs, choice.accuracy, choice.champion_accuracy) == (4, 0.75, 0.5)  # no pairs of its own: all
+    assert judged.accuracy_by_domain == {"math": 0.5, "qa": 1.0}
+    assert judged.champion_accuracy == 0.5  # one champion of every domain: its accuracy on every pair
+    assert crowned(dict.fromkeys(DOMAINS, 1), judged.verdicts, 2) == {"choice": 2, "math": 1, "qa": 2}
+    # within the margin it wins math too
+    lenient = gate(challenger, champion_wins, PAIR_DOMAINS, DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.5)
+    assert all(v.becomes_champion for v in lenient.verdicts.values())
+
+
+def test_each_domain_is_judged_against_its_own_champion():
+    champions = {"math": 1, "qa": 2}
+    wins = {1: np.array([True, False, False, False]), 2: np.array([False, False, True, True])}
+    judged = gate(np.array([True, True, True, False]), wins, PAIR_DOMAINS, ("math", "qa"), champions, margin=0.0)
+    assert judged.verdicts["math"].champion_accuracy == 0.5 and judged.verdicts["math"].becomes_champion
+    assert judged.verdicts["qa"].champion_accuracy == 1.0 and not judged.verdicts["qa"].becomes_champion
+    assert judged.champion_accuracy is None  # the domains' champions differ: no single one to compare with
+
+
+def test_a_domain_without_a_champion_or_without_validation_pairs_takes_the_new_version():
+    judged = gate(np.array([False, False]), {1: np.array([True, True])}, ["math", "math"], ("math", "qa"),
+                  {"math": 1}, margin=0.0)
+    assert not judged.verdicts["math"].becomes_champion and judged.verdicts["qa"].becomes_champion
+    unvalidated = gate(np.zeros(0, bool), {}, [], DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.0)
+    assert all(v.becomes_champion and v.pairs == 0 for v in unvalidated.verdicts.values())
+
+
+def test_an_old_single_champion_pointer_names_every_domain(tmp_path, storage_root):
+    (tmp_path / "champion.json").write_text(json.dumps({"version": 3}))
+    assert read_champions(tmp_path, DOMAINS) == {"choice": 3, "math": 3, "qa": 3}
+    write_champions(tmp_path, {"math": 3, "qa": 5})
+    assert json.loads((tmp_path / "champion.json").read_text()) == {"champions": {"math": 3, "qa": 5}}
+    assert read_champions(tmp_path, DOMAINS) == {"math": 3, "qa": 5}
+    assert read_champions(tmp_path / "nowhere", DOMAINS) == {}
+    (checkpoints_dir(storage_root) / "champion.json").write_text(json.dumps({"version": 1}))
+    assert current_champions(storage_root) == {"choice": 1, "math": 1, "qa": 1}
+
+
+def test_domain_of_a_benchmark():
+    assert [domain_of(b) for b in ("gsm8k", "math500", "hotpotqa", "gpqa_diamond")] == ["math", "math", "qa", "choice"]
+
+
+def train_config(backbone, **changes) -> RMTrainConfig:
+    return RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, **changes)
+
+
+def test_a_per_domain_version_stands_for_its_domain_only(storage_root, tiny_backbone):
+    validation = toy_pairs(6, 1)
+    domains = ["math", "math", "math", "qa", "qa", "qa"]
+    v1 = train_new_version(storage_root, toy_pairs(8, 0), validation, train_config(tiny_backbone), ["p"],
+                           validation_domains=domains)
+    assert v1.domains == DOMAINS and v1.champion_of == DOMAINS and v1.previous_champions == {}
+    assert set(v1.metrics["accuracy_by_domain"]) == {"math", "qa"}
+    v2 = train_new_version(storage_root, toy_pairs(8, 2), validation, train_config(tiny_backbone, seed=1), ["p"],
+                           domains=("qa",), validation_domains=domains)
+    assert v2.domains == ("qa",) and set(v2.verdicts) == {"qa"} and v2.verdicts["qa"].pairs == 3
+    assert v2.verdicts["qa"].champion == 1
+    qa_champion = 2 if v2.verdicts["qa"].becomes_champion else 1
+    assert current_champions(storage_root) == {"choice": 1, "math": 1, "qa": qa_champion}
+    rows = {r["version"]: r for r in checkpoint_table(storage_root).to_pylist()}
+    assert rows[1]["domains"] == list(DOMAINS) and rows[2]["domains"] == ["qa"]
+    assert rows[2]["champion_of"] == (["qa"] if qa_champion == 2 else [])
+    assert rows[1]["champion_of"] == (["choice", "math"] if qa_champion == 2 else list(DOMAINS))
+    assert rows[1]["is_champion"] and rows[2]["is_champion"] == (qa_champion == 2)
+    assert set(json.loads(rows[1]["val_accuracy_by_domain"])) == {"math", "qa"}
+
+
+def pairs_frame(domains: list) -> pl.DataFrame:
+    return pl.DataFrame({"pair_id": [f"p{i}" for i in range(len(domains))], "domain": domains},
+                        schema={"pair_id": pl.String, "domain": pl.String})
+
+
+def test_per_domain_training_gives_small_domains_one_shared_model():
+    train = pairs_frame(["math"] * 4 + ["qa"] * 2 + [None])
+    validation = pairs_frame(["math", "qa"])
+    shared = domain_trainings(train, validation, RMTrainConfig(), DOMAINS)
+    assert [(domains, t.height, v.height) for domains, t, v in shared] == [(DOMAINS, 7, 2)]
+    per_domain = domain_trainings(train, validation, RMTrainConfig(domain_models="per_domain", min_domain_pairs=3),
+                                  DOMAINS)
+    assert [(domains, t.height, v.height) for domains, t, v in per_domain] == [
+        (("math",), 4, 1), (("choice", "qa"), 7, 2)]  # qa has too few pairs: it shares a model trained on all
+    enough = domain_trainings(train, validation, RMTrainConfig(domain_models="per_domain", min_domain_pairs=0),
+                              DOMAINS)
+    assert [domains for domains, _, _ in enough] == [("choice",), ("math",), ("qa",)]
+
+
+@pytest.fixture
+def two_champions(storage_root, tiny_backbone, good_records, tmp_path):
+    """Runs on gsm8k and hotpotqa; v1 champion of math, v2 (another seed: other scores) of qa."""
+    for seed in (0, 1):
+        train_new_version(storage_root, toy_pairs(8, seed), toy_pairs(0, 0), train_config(tiny_backbone, seed=seed))
+    write_champions(checkpoints_dir(storage_root), {"math": 1, "qa": 2})
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in good_records) + "\n")
+    landed = storage_root.land(path)
+    ingest_batch(storage_root, landed.batch_id, landed.path)
+    return storage_root, landed.batch_id
+
+
+def test_each_run_is_scored_by_the_champion_of_its_domain(two_champions, good_records):
+    root, batch = two_champions
+    assert batches_to_score(root) == [batch]
+    report = score_runs(root, ScoringSettings(device="cpu"))
+    assert report.champions == {"math": 1, "qa": 2} and report.runs_scored == len(good_records)
+    domains = [domain_of(r["benchmark"]) for r in good_records]
+    assert report.runs_by_domain == {"math": domains.count("math"), "qa": domains.count("qa")}
+    scores = scan_table(root, "rm_scores").collect()
+    by_run = dict(zip(scores["run_id"], zip(scores["rm_version"], scores["score"])))
+    models = {v: RewardScorer(str(checkpoints_dir(root) / f"v{v:04d}" / "model"), "cpu") for v in (1, 2)}
+    for record in good_records:
+        version = 1 if domain_of(record["benchmark"]) == "math" else 2
+        expected = models[version].score([record["question"]], [record["plan"]])[0]
+        assert by_run[record["run_id"]] == (version, pytest.approx(expected, abs=1e-5))
+    assert models[1].score(["q"], ["plan"]) != models[2].score(["q"], ["plan"])  # the routing is visible
+
+
+def test_a_batch_is_stale_when_any_run_is_not_scored_by_its_domains_champion(two_champions):
+    root, batch = two_champions
+    score_runs(root, ScoringSettings(device="cpu"))
+    assert batches_to_score(root) == []
+    assert batches_to_score(root, {"math": 1, "qa": 2, "choice": 7}) == []  # no choice runs: nothing to rescore
+    assert batches_to_score(root, {"math": 1, "qa": 1}) == [batch]  # the qa runs' champion changed
+    assert batches_to_score(root, {"math": 1}) == [batch]  # qa scores by a version that is no champion
+    write_champions(checkpoints_dir(root), {"math": 1, "qa": 1})
+    report = score_runs(root, ScoringSettings(device="cpu"))
+    assert report.batches_scored == 1 and batches_to_score(root) == []
+    assert set(scan_table(root, "rm_scores").collect()["rm_version"]) == {1}
+
+
+def test_runs_of_a_domain_without_a_champion_are_left_unscored(two_champions, good_records):
+    root, _ = two_champions
+    write_champions(checkpoints_dir(root), {"math": 1})
+    report = score_runs(root, ScoringSettings(device="cpu"))
+    qa_runs = sum(domain_of(r["benchmark"]) == "qa" for r in good_records)
+    assert report.runs_without_champion == qa_runs > 0 and report.runs_scored == len(good_records) - qa_runs
+    assert batches_to_score(root) == []  # until qa has a champion
+
+
+def test_best_of_n_scores_a_benchmarks_plans_with_the_champion_of_its_domain(two_champions):
+    import dataclasses
+
+    from orchrm_dagster.orchestration import Cell, score_samples
+    from tests.orchestration.test_best_of_n import sample
+
+    root, _ = two_champions
+    for benchmark, version in (("gsm8k", 1), ("hotpotqa", 2)):
+        samples = [dataclasses.replace(sample("a", i), benchmark=benchmark) for i in range(2)]
+        assert score_samples(root, Cell(benchmark, "p"), samples, ScoringSettings(device="cpu")).rm_version == version
+    write_champions(checkpoints_dir(root), {"math": 1})
+    with pytest.raises(FileNotFoundError, match="hotpotqa"):
+        score_samples(root, Cell("hotpotqa", "p"), [sample("a", 0)], ScoringSettings(device="cpu"))
