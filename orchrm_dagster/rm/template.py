@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchrm_dagster.plans import Plan, PlanError, parse_plan
+from orchrm_dagster.plans import Plan, parse_plan
 
 InputFormat = Literal["graph_first", "plan_text"]
 INPUT_FORMAT_FILE = "input_format.json"
@@ -56,7 +56,8 @@ LEGACY_SPEC = InputSpec("plan_text", 256, None)  # a checkpoint without INPUT_FO
 @dataclass(frozen=True)
 class Encoded:
     ids: list[list[int]]
-    structure_whole: list[bool]  # graph_first: every agent's fields and every edge reached the model uncut
+    # graph_first: every agent's fields and every edge reached the model uncut (plan_text: the input was not cut)
+    structure_whole: list[bool]
     graph_whole: list[bool]  # graph_first: every agent's id, type, input and roles and every edge did (descriptions
     # may be cut)
 
