@@ -3,7 +3,7 @@ import dagster as dg
 from orchrm_dagster.glue.run_configs import EvaluationConfig, ScoringConfig
 from orchrm_dagster.glue.partitions import GPU_POOL, WAREHOUSE_POOL, orchestration_partitions
 from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
-from orchrm_dagster.evaluation import evaluate
+from orchrm_dagster.evaluation import RATIO_HEADERS, evaluate, ratio_table_rows, total_tokens
 from orchrm_dagster.glue.resources import LLMBackendResource, StorageResource
 from orchrm_dagster.orchestration import Cell, read_samples, score_samples
 from orchrm_dagster.reporting import markdown_image, markdown_table
@@ -38,12 +38,14 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
     one."""
     settings = config.to_engine()
     outcome = evaluate(storage.storage_root(), settings, llm.build() if settings.needs_llm_backend else None)
-    storage.warehouse().refresh_views(("evaluation", "evaluation_problems", "verifier_scores", "judge_cache"))
+    storage.warehouse().refresh_views(("evaluation", "evaluation_problems", "verifier_scores", "judge_cache",
+                                       "offshelf_scores"))
     for note in outcome.notes:
         context.log.warning(note)
     largest = max((r["n"] for r in outcome.rows), default=None)
     table = [(r["benchmark"], r["policy"], r["method"], r["accuracy"], f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
-              r["n_problems"], round(r["verification_tokens"]), round(r["execution_tokens"]))
+              r["n_problems"], round(r["verification_tokens"]), round(r["generation_tokens"] or 0),
+              round(r["execution_tokens"]), round(total_tokens(r)))
              for r in outcome.rows if r["n"] == largest]
     metadata = {
         "evaluation_id": outcome.evaluation_id,
@@ -58,8 +60,14 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
         "seconds": round(outcome.seconds, 2),
         f"at_n_{largest}": dg.MetadataValue.md(markdown_table(
             ["benchmark", "policy", "method", "accuracy", "95% CI", "problems", "verification tokens",
-             "execution tokens"], table) if table else "no (benchmark, policy) had enough runs per problem"),
+             "generation tokens", "execution tokens", "total tokens"], table) if table else "no (benchmark, policy) had enough runs per problem"),
     }
+    ratios = ratio_table_rows(outcome.verification_ratios)
+    if ratios:  # the paper's comparison: trajectory judge vs OrchRM, verification tokens
+        metadata["verification_ratio_judge_vs_orchrm"] = dg.MetadataValue.md(
+            markdown_table(list(RATIO_HEADERS), ratios))
+    for method, report in outcome.method_reports.items():  # e.g. the verifier panel's fitted fusion weights
+        metadata[f"{method}_report"] = dg.MetadataValue.json(report)
     for name, png in outcome.plots.items():
         metadata[name] = dg.MetadataValue.md(markdown_image(png, name.replace("_", " ")))
         metadata[f"{name}_file"] = dg.MetadataValue.path(outcome.plot_paths[name])

@@ -7,14 +7,18 @@ from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, St
 from orchrm_dagster.grpo import read_table, rounds_png, run_round
 from orchrm_dagster.reporting import markdown_image, markdown_table
 
+TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
+
 
 @dg.asset(partitions_def=grpo_rounds, deps=["reward_model", "problems"], group_name="grpo",
           kinds={"pytorch", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, storage: StorageResource,
                llm: LLMBackendResource, policy_registry: PolicyRegistry):
-    """One GRPO round on the orchestrator policy (TRL's GRPOTrainer), rewarded by the config's `rewards` (by default
-    the champion reward model's score of each sampled plan): a new policy checkpoint (a policy of kind `checkpoint`
-    from then on) and a `grpo_rounds` row with reward, KL, token costs and the held-out reward before and after."""
+    """One round of training the orchestrator policy with the config's `method`: GRPO (TRL's GRPOTrainer) rewarded
+    by the config's `rewards` (by default the champion reward model's score of each sampled plan), DPO on the
+    champion's pairs, or RFT on the policy's own correct plans: a new policy checkpoint (a policy of kind
+    `checkpoint` from then on) and a `grpo_rounds` row with the method, reward, KL, every token it spent and the
+    held-out reward before and after."""
     root = storage.storage_root()
     outcome = run_round(root, int(context.partition_key), config.to_engine(), policy_registry.all_policies(root),
                         llm.spec(), on_step=context.log.info)
@@ -24,14 +28,19 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
     return dg.MaterializeResult(metadata={
         "policy": outcome.policy,
         "checkpoint": outcome.path,
-        **{key: row[key] for key in ("rm_version", "steps", "generation_tokens", "reward_tokens", "rollout_tokens")},
+        **{key: row[key] for key in ("method", "rm_version", "steps", *TOKEN_COLUMNS)},
         **{key: round(row[key], 4) if row[key] is not None else None
            for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy")},
+        "promoted": row["promoted"],
+        "reason": row["reason"],
         "seconds": round(row["seconds"], 1),
         "rounds": dg.MetadataValue.md(markdown_table(
-            ["round", "rewards", "rm", "reward", "KL", "held-out before", "held-out after", "tokens"],
-            [(r["round"], r["reward_mode"], r["rm_version"], r["mean_reward"], r["kl"], r["heldout_reward_before"],
-              r["heldout_reward_after"], r["generation_tokens"] + r["reward_tokens"] + r["rollout_tokens"])
+            ["round", "method", "rewards", "rm", "reward", "KL", "held-out before", "held-out after",
+             "held-out accuracy", "generation tokens", "reward tokens", "rollout tokens", "training tokens",
+             "total tokens", "promoted"],
+            [(r["round"], r["method"], r["reward_mode"], r["rm_version"], r["mean_reward"], r["kl"],
+              r["heldout_reward_before"], r["heldout_reward_after"], r["heldout_accuracy"],
+              *(r[key] for key in TOKEN_COLUMNS), sum(r[key] or 0 for key in TOKEN_COLUMNS), r["promoted"])
              for r in rows])),
         "over_rounds": dg.MetadataValue.md(markdown_image(rounds_png(rows), "reward, KL and held-out reward")),
     })

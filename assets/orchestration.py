@@ -56,4 +56,8 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
         "runs_per_minute": round(report.executed / minutes, 2) if minutes else 0.0,
         "mean_subagent_batch": report.mean_batch_size or 1.0,
         "subagent_model": backend.model_id,
+        "corpus": config.corpus or "none",
+        "corpus_documents": report.corpus_documents,
+        "corpus_rejected_lines": dg.MetadataValue.md("\n".join(f"- {line}" for line in report.corpus_rejected)
+                                                     if report.corpus_rejected else "none"),
     })

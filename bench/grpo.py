@@ -3,6 +3,12 @@ rollout) vs `trajectory` rewards (each plan executed with sub-agents and its ans
 settings; and generation tokens/s of the GRPO trainer vs the MAS runner's sampling on the same model.
 
     .venv/bin/python bench/grpo.py [--steps 2] [--group-size 8] [--execution round|asset]
+    .venv/bin/python bench/grpo.py --speed [--steps 1] [--group-size 8] [--micro-batch 2] [--max-tokens 384]
+
+`--speed` runs only the GRPO training of a round (the embedded SmolLM2, the default plan grammar, a reward that
+costs nothing: whether the plan parses) and then the runner's sampling of the same model and batch: generation
+tokens/s of both, seconds per optimizer step, and the peak RSS of the process after the round (nothing else has
+run yet, so it is the round's).
 
 `--execution round` (default) executes trajectory rewards with the round's small sub-agent budgets (96 tokens a
 call, 3 self-consistency samples, 1 debate round: what a CPU round uses); `--execution asset` with the
@@ -31,7 +37,12 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--execution", choices=["round", "asset"], default="round",
                         help="sub-agent budgets of trajectory rewards: the round's small ones or the asset's defaults")
+    parser.add_argument("--speed", action="store_true", help="only generation speed, step time and peak RSS")
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=384)
     args = parser.parse_args()
+    if args.speed:
+        return speed(args)
     with tempfile.TemporaryDirectory(prefix="orchrm-grpo-bench-") as tmp:
         os.environ["ORCHRM_STORAGE"] = str(Path(tmp, "storage"))
         os.environ["DAGSTER_HOME"] = str(Path(tmp, "dagster_home"))
@@ -100,6 +111,80 @@ def generation_rates(root, rows) -> None:
     print(f"generation: runner {tokens / seconds:.1f} tok/s (8 plans in one batch); GRPO trainer "
           f"{row['generation_tokens'] / max(row['generation_s'], 1e-9):.1f} tok/s ({row['generation_tokens']:,} tokens "
           f"in {row['generation_s']:.0f} s of its {row['train_s']:.0f} s of steps)")
+
+
+def speed(args) -> None:
+    import resource
+
+    from orchrm_dagster.grpo import GRPOSettings
+    from orchrm_dagster.grpo.train import train_round
+
+    with tempfile.TemporaryDirectory(prefix="orchrm-grpo-speed-") as tmp:
+        model = _embedded_model_folder(Path(tmp, "model"))
+        settings = GRPOSettings(steps=args.steps, group_size=args.group_size, micro_batch_size=args.micro_batch,
+                                max_completion_tokens=args.max_tokens, device="cpu", save_steps=10**6)
+        print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        started = time.perf_counter()
+        outcome = train_round(model, _speed_dataset(settings), [parses], settings,
+                              str(Path(tmp, "round")))
+        wall = time.perf_counter() - started
+        peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        step_times = [e["step_time"] for e in outcome.log_history if "step_time" in e]
+        round_rate = outcome.generation_tokens / max(outcome.generation_seconds, 1e-9)
+        runner_rate, runner_tokens = _runner_rate(model, settings)
+        print(f"round: {outcome.steps} steps x {settings.group_size} plans (micro-batch {settings.micro_batch_size}, "
+              f"<= {settings.max_completion_tokens} tokens) in {wall:.0f} s; "
+              f"{wall / max(outcome.steps, 1):.1f} s per step; step_time (TRL, per step) "
+              f"{', '.join(f'{t:.1f}' for t in step_times)} s; peak RSS {peak_gib:.2f} GiB")
+        print(f"generation: round {round_rate:.1f} tok/s ({outcome.generation_tokens:,} tokens in "
+              f"{outcome.generation_seconds:.1f} s); runner {runner_rate:.1f} tok/s ({runner_tokens:,} tokens, "
+              f"{settings.group_size} plans in one batch); round / runner {round_rate / runner_rate:.2f}")
+        print(f"mean reward (plans that parse) {outcome.mean_reward}; load average after: {os.getloadavg()[0]:.1f}")
+
+
+def parses(completions, **kwargs) -> list[float]:
+    """1 for a plan that parses, else 0: a reward that costs nothing, so the round's time is GRPO's own."""
+    from orchrm_dagster.grpo import completion_text
+    from orchrm_dagster.grpo.rewards import plan_parses
+
+    return [float(plan_parses(completion_text(c))) for c in completions]
+
+
+def _embedded_model_folder(target: Path) -> str:
+    from orchrm_dagster.grpo import base_model_dir
+    from orchrm_dagster.storage import StorageRoot
+
+    root = StorageRoot(str(target))
+    return base_model_dir(root, None)
+
+
+def _speed_dataset(settings):
+    from datasets import Dataset
+
+    from orchrm_dagster.mas import render_prompt
+
+    prompt = render_prompt("orchestrator_fewshot", question=SPEED_QUESTION, max_agents=settings.max_agents)
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": prompt}], "problem_id": f"p{i}"}
+                              for i in range(settings.steps)])
+
+
+SPEED_QUESTION = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips to her "
+                  "friends in May. How many clips did Natalia sell altogether in April and May?")
+
+
+def _runner_rate(model: str, settings) -> tuple[float, int]:
+    from orchrm_dagster.llm import TransformersSpec, build_backend
+    from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
+
+    policy = PolicySpec(name="bench", prompt="orchestrator_fewshot", max_new_tokens=settings.max_completion_tokens,
+                        max_agents=settings.max_agents, temperature=settings.temperature)
+    backend = build_backend(TransformersSpec(model=model, device="cpu", max_batch_size=settings.group_size))
+    problem = Problem("p0", "gsm8k", SPEED_QUESTION, None, "math")
+    sample_plans(policy, backend, [problem], 1, seed=99)  # warm-up: load, compile the grammar
+    started = time.perf_counter()
+    samples = sample_plans(policy, backend, [problem], settings.group_size, seed=0)
+    tokens = sum(s.orchestrator_completion_tokens for s in samples)
+    return tokens / (time.perf_counter() - started), tokens
 
 
 if __name__ == "__main__":

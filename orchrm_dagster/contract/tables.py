@@ -122,6 +122,7 @@ ORCHESTRATION_SAMPLES = pa.schema(
         ("grammar", pa.bool_()),
         ("orchestrator_prompt_tokens", pa.int64()),
         ("orchestrator_completion_tokens", pa.int64()),
+        ("choices", pa.list_(pa.string())),  # a multiple-choice problem's options, else null
     ]
 )
 
@@ -212,9 +213,14 @@ EVALUATION = pa.schema(
         ("ci_high", pa.float64()),
         ("n_problems", pa.int64()),
         ("verification_tokens", pa.float64()),  # mean per problem, as if the method ran alone
-        ("execution_tokens", pa.float64()),  # mean per problem: orchestrator + sub-agent tokens of executed runs
+        # mean per problem: sub-agent tokens of the executed runs (in rows without generation_tokens, written before
+        # it existed: orchestrator + sub-agent tokens of the executed runs, so unexecuted plans went uncounted)
+        ("execution_tokens", pa.float64()),
         ("rm_version", pa.int64()),  # the champion of the benchmark's domain
         ("created_at", pa.string()),
+        # mean per problem: orchestrator tokens of all N sampled plans, executed or not. The honest cost of a method
+        # is verification + generation + execution tokens.
+        ("generation_tokens", pa.float64()),
     ]
 )
 
@@ -239,15 +245,31 @@ VERIFIER_SCORES = pa.schema(
         ("length", pa.float64()),
         ("repetition", pa.float64()),
         ("similarity", pa.float64()),
-        ("fused", pa.float64()),
+        ("fused", pa.float64()),  # by the fixed weights
         ("tokens", pa.int64()),  # what the panel's embedding model read
+        ("rank", pa.float64()),  # share of pairwise comparisons won against the rest of the pool
+        ("fitted", pa.float64()),  # by the weights fitted on held-in runs (logit; null: too few runs, fixed weights)
+        ("held_in", pa.bool_()),  # a run of a problem the reward model saw: the fitted weights learned from it
+    ]
+)
+
+# An off-the-shelf reward model's score of each run's plan, so re-evaluation costs nothing (one partition per
+# scorer_id: a digest of the model, its weights, its head's seed and the input spec).
+OFFSHELF_SCORES = pa.schema(
+    [
+        ("scorer_id", pa.string()),
+        ("model", pa.string()),  # the model folder
+        ("input_spec", pa.string()),  # JSON of the InputSpec the plans were read with
+        ("run_id", pa.string()),
+        ("score", pa.float64()),
+        ("tokens", pa.int64()),  # what the model read: its verification cost
     ]
 )
 
 # An LLM judge's pick among a candidate set, so re-evaluation costs nothing.
 JUDGE_CACHE = pa.schema(
     [
-        ("cache_key", pa.string()),  # hash of (method, problem, candidate run_ids, model)
+        ("cache_key", pa.string()),  # hash of (method, problem, candidate run_ids, model, reading)
         ("method", pa.string()),
         ("problem_id", pa.string()),
         ("candidates", pa.string()),  # the candidate run_ids in the order shown, JSON
@@ -256,6 +278,10 @@ JUDGE_CACHE = pa.schema(
         ("parsed", pa.bool_()),  # false: the answer named no candidate and the first one was taken
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
+        # how the judge read the candidates of this call: "full" (whole), "full-cut" (whole but for those longer than
+        # its context, cut with a note), "truncated:<chars>" (each cut at <chars>). Null: a row from before reading
+        # modes (each cut at the then max_candidate_chars); its cache_key is of the old form, so it is never reused.
+        ("reading", pa.string()),
     ]
 )
 
@@ -281,8 +307,8 @@ POLICY_CHECKPOINTS = pa.schema(
 GRPO_ROUNDS = pa.schema(
     [
         ("round", pa.int64()),
-        ("policy_checkpoint", pa.string()),
-        ("reward_mode", pa.string()),
+        ("policy_checkpoint", pa.string()),  # null: the round trained nothing and published no checkpoint
+        ("reward_mode", pa.string()),  # what trained it: GRPO's rewards, "pairs" (dpo), "trajectory" (rft)
         ("rm_version", pa.int64()),
         ("steps", pa.int64()),
         ("mean_reward", pa.float64()),
@@ -298,6 +324,8 @@ GRPO_ROUNDS = pa.schema(
         ("heldout_accuracy_before", pa.float64()),  # the same correctness, the starting policy
         ("promoted", pa.bool_()),  # the policy gate's verdict
         ("reason", pa.string()),  # why it was (not) promoted
+        ("method", pa.string()),  # how the round trained the policy (grpo/methods/: grpo, dpo, rft)
+        ("training_tokens", pa.int64()),  # tokens the trainer read in forward passes (prompt + completion, per epoch)
     ]
 )
 
@@ -317,6 +345,7 @@ WAREHOUSE_TABLES: dict[str, pa.Schema] = {
     "evaluation": EVALUATION,
     "evaluation_problems": EVALUATION_PROBLEMS,
     "verifier_scores": VERIFIER_SCORES,
+    "offshelf_scores": OFFSHELF_SCORES,
     "judge_cache": JUDGE_CACHE,
     "policy_checkpoints": POLICY_CHECKPOINTS,
     "grpo_rounds": GRPO_ROUNDS,
@@ -326,4 +355,5 @@ WAREHOUSE_TABLES: dict[str, pa.Schema] = {
 # The run-batch tables and rm_scores are partitioned by run batch; orchestration_samples and plan_scores by
 # (benchmark, policy); the evaluation tables by evaluation_id (an evaluation appends a folder).
 PARTITIONED_TABLES = ("runs", "subagent_calls", "quarantine", "labels", "rm_scores", "orchestration_samples",
-                      "plan_scores", "evaluation", "evaluation_problems", "verifier_scores", "judge_cache")
+                      "plan_scores", "evaluation", "evaluation_problems", "verifier_scores", "judge_cache",
+                      "offshelf_scores")

@@ -1,4 +1,5 @@
-"""The evaluation's figures as PNG bytes: accuracy vs N per method, and accuracy vs total tokens (log scale)."""
+"""The evaluation's figures as PNG bytes: accuracy vs N per method, and accuracy vs total tokens (log scale; every
+sampled plan's generation counted, executed or not)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: render to memory
 import matplotlib.pyplot as plt  # noqa: E402
 
+from orchrm_dagster.evaluation.costs import total_tokens  # noqa: E402
 from orchrm_dagster.reporting import figure_png as _png  # noqa: E402
 
 _STYLE = {"oracle": {"linestyle": "--", "color": "0.5"}, "single": {"linestyle": ":", "color": "0.3"}}
@@ -47,19 +49,20 @@ def accuracy_vs_n(rows: list[dict]) -> bytes:
 
 
 def accuracy_vs_tokens(rows: list[dict]) -> bytes:
-    """One panel per (benchmark, policy): accuracy against verification + execution tokens per problem."""
+    """One panel per (benchmark, policy): accuracy against the honest total tokens per problem (verification, the
+    generation of all N sampled plans, and execution)."""
     groups = sorted({(r["benchmark"], r["policy"]) for r in rows})
     figure, axes = _grid(groups or [("", "")])
     for ax, group in zip(axes, groups):
         for method in sorted({r["method"] for r in rows if (r["benchmark"], r["policy"]) == group}):
-            points = sorted((r["verification_tokens"] + r["execution_tokens"], r["accuracy"], r["n"]) for r in rows
+            points = sorted((total_tokens(r), r["accuracy"], r["n"]) for r in rows
                             if (r["benchmark"], r["policy"], r["method"]) == (*group, method))
             tokens, accuracy, ns = zip(*points)
             ax.plot([max(t, 1.0) for t in tokens], accuracy, marker="o", label=_label(method),
                     **_STYLE.get(method, {}))
         ax.set_xscale("log")
-        ax.set(title=f"{group[0]} / {group[1]}", xlabel="tokens per problem (verification + execution)",
-               ylabel="accuracy", ylim=(0, 1.02))
+        ax.set(title=f"{group[0]} / {group[1]}", ylabel="accuracy", ylim=(0, 1.02),
+               xlabel="tokens per problem (verification + generation + execution)")
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=7, loc="lower right")
     return _png(figure)

@@ -15,16 +15,19 @@ GROUP = ("benchmark", "policy", "problem_id")
 
 
 def candidate_pool(root: StorageRoot, settings: EvaluationSettings, champions: Mapping[str, int],
-                   seen_problems: Mapping[str, frozenset[str]]) -> pl.DataFrame:
+                   seen_problems: Mapping[str, frozenset[str]], held_out: bool = True) -> pl.DataFrame:
     """One row per labeled run on a problem the champion of its domain never saw (`champions`, `seen_problems`: by
-    domain) (ids and numbers only: the texts stay in Parquet until a verifier or a judge needs them, see
+    domain; held_out=False: on a problem it saw instead) (ids and numbers only: the texts stay in Parquet until a verifier or a judge needs them, see
     `run_texts`): its correctness, vote key (the labeler's extracted answer, normalised), the score and tokens of
     its domain's champion (null when that version did not score it), its plan's log-probability and its execution
     tokens. `pkey` numbers the problems of each (benchmark, policy), `idx` a problem's runs in run_id order, `m` is
-    the pool size."""
+    the pool size. Tokens are split by stage: `plan_tokens` generated the plan (the orchestrator's prompt and
+    completion; every sampled plan pays them, executed or not), `exec_tokens` executed it (the sub-agents)."""
+    orchestrator_parts = pl.col("orchestrator_prompt_tokens") + pl.col("orchestrator_completion_tokens")
     runs = scan_table(root, "runs").select(
         "run_id", "benchmark", pl.col("policy_name").alias("policy"), "problem_id", pl.col("plan_logprob").alias("logprob"),
-        (pl.col("orchestrator_tokens").fill_null(0) + pl.col("subagent_tokens").fill_null(0)).alias("exec_tokens"))
+        pl.coalesce("orchestrator_tokens", orchestrator_parts, pl.lit(0, dtype=pl.Int64)).alias("plan_tokens"),
+        pl.col("subagent_tokens").fill_null(0).alias("exec_tokens"))
     labels = (scan_table(root, "labels").filter(pl.col("is_correct").is_not_null())
               .group_by("run_id").agg(pl.col("is_correct").first().alias("correct"),
                                       pl.col("extracted_answer").first().alias("extracted")))
@@ -35,7 +38,7 @@ def candidate_pool(root: StorageRoot, settings: EvaluationSettings, champions: M
                         schema={"domain": pl.String, "problem_id": pl.String}, orient="row")
     pool = (runs.join(labels, on="run_id").join(_champion_of_benchmark(runs, champions).lazy(), on="benchmark")
             .join(scores, on=["run_id", "rm_version"], how="left")
-            .join(seen.lazy(), on=["domain", "problem_id"], how="anti").drop("domain", "rm_version"))
+            .join(seen.lazy(), on=["domain", "problem_id"], how="anti" if held_out else "semi").drop("domain", "rm_version"))
     if settings.benchmarks:
         pool = pool.filter(pl.col("benchmark").is_in(settings.benchmarks))
     if settings.policies:

@@ -16,15 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE, VERIFIER_SCORES
-from orchrm_dagster.evaluation.judges import JudgeCall, Verdict, run_judges
-from orchrm_dagster.evaluation.methods import EvaluationMethod, MethodKind, method_named
-from orchrm_dagster.evaluation.methods.common import RESULT_COLUMNS, candidate_set_members, judged, one_sample
+from orchrm_dagster.evaluation.costs import verification_ratios
+from orchrm_dagster.evaluation.judges import CandidateSet, JudgedSets, Verdict, judge_sets
+from orchrm_dagster.evaluation.methods import EvaluationMethod, MethodKind, Preparation, method_named, prepare_pool
+from orchrm_dagster.evaluation.methods.common import (candidate_set_members, judged, one_sample, sampling_costs,
+                                                      token_means)
 from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
-from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, run_texts, trajectories
+from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, run_texts
 from orchrm_dagster.evaluation.settings import EvaluationSettings
-from orchrm_dagster.evaluation.verifier import STATIC_EVALUATORS, MiniLMEmbedder, agreement_score, static_scores
 from orchrm_dagster.llm import LLMBackend
-from orchrm_dagster.rm import backbone_path, current_champions, domain_of, newest_champion, pair_problems
+from orchrm_dagster.rm import current_champions, domain_of, newest_champion, pair_problems
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 NORMAL_LIMIT = 5000  # above this many problems the bootstrap's normal limit gives the interval
@@ -45,8 +46,15 @@ class EvaluationOutcome:
     plots: dict[str, bytes] = field(default_factory=dict)
     plot_paths: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    method_reports: dict[str, dict] = field(default_factory=dict)  # figures a method's `prepare` reported, by method
     seconds: float = 0.0
     new_verdicts: list[Verdict] = field(default_factory=list, repr=False)  # judged now, appended to judge_cache
+
+    @property
+    def verification_ratios(self) -> list[dict]:
+        """Per (benchmark, policy, N): verification tokens of the trajectory judge (full, and truncated where
+        evaluated) over orchrm_bon's (see `costs.verification_ratios`)."""
+        return verification_ratios(self.rows)
 
 
 def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLMBackend | None = None,
@@ -70,9 +78,10 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
     if rm_version is None:
         outcome.notes += [f"no reward model yet: {method.name} ranks every run last (ties by run_id)"
                           for method in chosen if method.needs_reward_model]
-    verifier_rows = None
-    if any(method.needs_verifier_panel for method in chosen) and pool.height:
-        pool, verifier_rows = _with_verifier(root, pool, settings, evaluation_id)
+    prepared = prepare_pool(Preparation(root, pool, settings, evaluation_id, champions, seen), chosen)
+    pool, verifier_rows = prepared.pool, prepared.tables.get("verifier_scores")
+    outcome.notes += prepared.notes
+    outcome.method_reports = prepared.reports
     per_problem = _per_problem_results(root, pool, chosen, settings, judge_backend, outcome)
     outcome.rows = _rows(per_problem, settings, evaluation_id, champions, now)
     outcome.problems = per_problem.select(GROUP).unique().height if per_problem.height else 0
@@ -93,56 +102,6 @@ def _digest(settings: EvaluationSettings, now: datetime) -> str:
     return hashlib.sha256(f"{settings}{now.isoformat()}".encode()).hexdigest()[:8]
 
 
-# ---------------------------------------------------------------- verifier
-
-
-def _with_verifier(root, pool: pl.DataFrame, settings: EvaluationSettings, evaluation_id: str):
-    """Adds each run's static panel score (`verifier_static`, weighted) and embedding tokens to the pool; partial
-    scores computed by earlier evaluations are reused. Returns the pool and the `verifier_scores` rows."""
-    verifier = settings.verifier
-    cached = (scan_table(root, "verifier_scores").select("run_id", *STATIC_EVALUATORS, "tokens")
-              .unique(subset="run_id", keep="last").collect())
-    missing = pool.join(cached, on="run_id", how="anti").select("run_id")
-    if missing.height:
-        missing = run_texts(root, missing["run_id"].to_list())
-        texts = trajectories(root, missing["run_id"].to_list(),
-                             dict(zip(missing["run_id"].to_list(), missing["final_answer"].to_list())))
-        embedder = None
-        if verifier.weights.similarity > 0:
-            embedder = MiniLMEmbedder(verifier.similarity_model or backbone_path(None), verifier.device,
-                                      verifier.max_length)
-        scores = static_scores(missing["question"].to_list(), missing["final_answer"].to_list(),
-                               [texts[r] for r in missing["run_id"].to_list()], verifier, embedder)
-        fresh = pl.DataFrame({"run_id": missing["run_id"], **{name: getattr(scores, name) for name in
-                                                              (*STATIC_EVALUATORS, "tokens")}})
-        cached = pl.concat([cached, fresh], how="vertical_relaxed")
-    weights = verifier.weights
-    static = sum(pl.col(name) * getattr(weights, name) for name in STATIC_EVALUATORS)
-    pool = pool.join(cached, on="run_id", how="left").with_columns(
-        verifier_static=static, verifier_tokens=pl.col("tokens").fill_null(0)).drop("tokens")
-    agreement = _pool_agreement(pool)
-    rows = pool.select("run_id", "problem_id", *STATIC_EVALUATORS, "verifier_static", "verifier_tokens").with_columns(
-        evaluation_id=pl.lit(evaluation_id), agreement=pl.Series(agreement),
-        fused=pl.col("verifier_static") + weights.agreement * pl.Series(agreement),
-        tokens=pl.col("verifier_tokens"))
-    return pool.drop(*STATIC_EVALUATORS), rows.select(VERIFIER_SCORES.names)
-
-
-def _pool_agreement(pool: pl.DataFrame) -> list[float]:
-    """Each run's agreement with the rest of its whole pool (for inspection in `verifier_scores`)."""
-    answers: dict[int, list] = {}
-    for key, answer in zip(pool["pkey"].to_list(), pool["answer"].to_list()):
-        answers.setdefault(key, []).append(answer)
-    result, seen = [], {}
-    for key, answer in zip(pool["pkey"].to_list(), pool["answer"].to_list()):
-        others = list(answers[key])
-        position = seen.get(key, 0)
-        seen[key] = position + 1
-        del others[position]
-        result.append(agreement_score(answer, others))
-    return result
-
-
 # ---------------------------------------------------------------- methods
 
 
@@ -150,26 +109,27 @@ def _per_problem_results(root, pool: pl.DataFrame, chosen: list[EvaluationMethod
                          judge_backend, outcome: EvaluationOutcome) -> pl.DataFrame:
     results = []
     baseline = one_sample(pool)
+    means = token_means(pool)
     keys = pool.select("pkey", *GROUP).unique()  # names the set-based methods' per-pkey rows
     for n in sorted(set(settings.ns)):
         if n == 1:  # one candidate: every method takes it, and there is nothing to verify
-            results += [_tag(baseline, method.name, 1) for method in chosen]
+            results += [_tag(baseline, method, 1, means) for method in chosen]
             continue
         at_n = [method for method in chosen if method.max_n is None or n <= method.max_n]
         for method in at_n:
             if method.kind is MethodKind.RANKED:
-                results.append(_tag(method.choose(pool, n, settings), method.name, n))
+                results.append(_tag(method.choose(pool, n, settings), method, n, means))
         set_based = [method for method in at_n if method.kind is not MethodKind.RANKED]
         for part in _slices(pool, n, settings) if set_based else ():
             members = candidate_set_members(part, n, settings, stream=part["pkey"][0])
             for method in set_based:
                 frame = _set_choice(root, part, members, method, n, settings, judge_backend, outcome)
                 if frame is not None:
-                    results.append(_tag(frame.join(keys, on="pkey"), method.name, n))
+                    results.append(_tag(frame.join(keys, on="pkey"), method, n, means))
     if not results:
         return pl.DataFrame(schema={**dict.fromkeys(GROUP, pl.String), "accuracy": pl.Float64,
-                                    "verification": pl.Float64, "execution": pl.Float64, "method": pl.String,
-                                    "n": pl.Int64})
+                                    "verification": pl.Float64, "execution": pl.Float64, "generation": pl.Float64,
+                                    "method": pl.String, "n": pl.Int64})
     return pl.concat(results, how="vertical_relaxed")
 
 
@@ -193,8 +153,9 @@ def _set_choice(root, pool, members, method: EvaluationMethod, n: int, settings:
     return _judge(root, pool, members, method, n, settings, judge_backend, outcome)
 
 
-def _tag(frame: pl.DataFrame, method: str, n: int) -> pl.DataFrame:
-    return frame.select(*RESULT_COLUMNS).with_columns(method=pl.lit(method), n=pl.lit(n, dtype=pl.Int64))
+def _tag(frame: pl.DataFrame, method: EvaluationMethod, n: int, means: pl.DataFrame) -> pl.DataFrame:
+    return sampling_costs(frame, means, n, method.executes_all).with_columns(
+        method=pl.lit(method.name), n=pl.lit(n, dtype=pl.Int64))
 
 
 def _judge(root, pool: pl.DataFrame, members: pl.DataFrame, method: EvaluationMethod, n: int,
@@ -211,21 +172,33 @@ def _judge(root, pool: pl.DataFrame, members: pl.DataFrame, method: EvaluationMe
     sets = judged_runs.group_by("pkey", "set_id", maintain_order=True).agg(
         pl.col("problem_id").first(), pl.col("question").first(), pl.col("run_id"))
     shown = method.choose(root, judged_runs)
-    calls = [JudgeCall(method.name, row["problem_id"], row["question"], tuple(row["run_id"]),
-                       tuple(shown[run_id] for run_id in row["run_id"]))
-             for row in sets.iter_rows(named=True)]
-    cache = _judge_cache(root)
-    verdicts, fresh = run_judges(calls, backend, settings.judge, cache)
-    outcome.judge_calls += len(fresh)
-    outcome.judge_cached += len(calls) - len(fresh)
-    outcome.judge_unparsed += sum(not v.parsed for v in fresh)
-    outcome.new_verdicts += fresh
-    picks = pl.DataFrame({
-        "pkey": sets["pkey"], "set_id": sets["set_id"],
-        "slot": [verdicts[c.key(backend.model_id)].choice for c in calls],
-        "tokens": [verdicts[c.key(backend.model_id)].prompt_tokens + verdicts[c.key(backend.model_id)].completion_tokens
-                   for c in calls]}, schema={"pkey": pl.Int64, "set_id": pl.Int64, "slot": pl.Int64, "tokens": pl.Int64})
-    return judged(members, picks, n, method.executes_all)
+    candidate_sets = [CandidateSet(method.name, row["problem_id"], row["question"], tuple(row["run_id"]),
+                                   tuple(shown[run_id] for run_id in row["run_id"]))
+                      for row in sets.iter_rows(named=True)]
+    result = judge_sets(candidate_sets, backend, settings.judge, _judge_cache(root))
+    _note_judging(outcome, method, n, result)
+    picks = pl.DataFrame({"pkey": sets["pkey"], "set_id": sets["set_id"],
+                          "slot": [v.choice for v in result.verdicts], "tokens": [v.tokens for v in result.verdicts]},
+                         schema={"pkey": pl.Int64, "set_id": pl.Int64, "slot": pl.Int64, "tokens": pl.Int64})
+    return judged(members, picks)
+
+
+def _note_judging(outcome: EvaluationOutcome, method: EvaluationMethod, n: int, result: JudgedSets) -> None:
+    outcome.judge_calls += len(result.fresh)
+    outcome.judge_cached += result.asked - len(result.fresh)
+    outcome.judge_unparsed += sum(not v.parsed for v in result.fresh)
+    outcome.new_verdicts += result.fresh
+    estimate = "judge prompt lengths are estimated at 4 characters a token (the judge backend has no tokenizer)"
+    if result.estimated and estimate not in outcome.notes:
+        outcome.notes.append(estimate)
+    knockouts = sum(v.calls > 1 for v in result.verdicts)
+    cut = sum(v.cut for v in result.verdicts)
+    if knockouts:
+        outcome.notes.append(f"{method.name} at N={n}: {knockouts} of {len(result.verdicts)} sets did not fit the "
+                             f"judge's context whole and were judged in a knockout of groups that fit")
+    if cut:
+        outcome.notes.append(f"{method.name} at N={n}: {cut} candidates longer than the judge's context were shown "
+                             f"cut, with a note saying so")
 
 
 def _judge_cache(root) -> dict[str, Verdict]:
@@ -250,7 +223,7 @@ def _rows(per_problem: pl.DataFrame, settings: EvaluationSettings, evaluation_id
                      "n_problems": len(accuracy), "verification_tokens": float(group["verification"].mean()),
                      "execution_tokens": float(group["execution"].mean()),
                      "rm_version": champions.get(domain_of(benchmark)),
-                     "created_at": now.isoformat()})
+                     "created_at": now.isoformat(), "generation_tokens": float(group["generation"].mean())})
     return rows
 
 

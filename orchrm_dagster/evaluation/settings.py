@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from orchrm_dagster.devices import Device
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.evaluation.methods import method_named, method_names
+from orchrm_dagster.rm import InputFormat
 
 
 @engine_config
@@ -16,6 +18,8 @@ class VerifierWeights:
     length: float = Field(default=0.10, description="Cosine-scaled length: no penalty up to the target length")
     repetition: float = Field(default=0.10, description="1 minus the share of repeated word 3-grams")
     similarity: float = Field(default=0.15, description="MiniLM cosine similarity of trajectory and question")
+    rank: float = Field(default=0.0, description="Share of pairwise comparisons won against the other candidates "
+                                                 "(0: the fixed fusion leaves it out; the fitted one weighs it)")
 
 
 @engine_config
@@ -27,14 +31,35 @@ class VerifierSettings:
         default=None, description="Sentence-embedding model folder; unset = the packaged all-MiniLM-L6-v2")
     max_length: int = Field(default=256, description="Tokens of a trajectory the embedding model reads")
     device: str = Field(default="auto", description="auto | cpu | cuda (the embedding model)")
+    min_fit_runs: int = Field(
+        default=20, description="collaborative_verifier fits its fusion weights on at least this many labeled runs "
+                                "of problems the reward model saw (both outcomes among them); else the fixed weights")
+
+
+@engine_config
+class OffShelfRMSettings:
+    model: str | None = Field(
+        default=None, description="Sequence-classification model folder, or an installed package that ships one (its "
+                                  "get_model_path()); unset = the untrained backbone the champion was initialised "
+                                  "from, its scalar head initialised with `seed`")
+    input_format: InputFormat | None = Field(default=None, description="graph_first | plan_text; unset = the "
+                                                                       "champion's")
+    max_length: int | None = Field(default=None, description="Tokens of (question, plan) read; unset = the champion's")
+    seed: int = Field(default=0, description="Seeds a freshly initialised scalar head")
+    device: Device = Field(default="auto", description="auto | cpu | cuda")
+    batch_size: int = Field(default=32, description="Plans per forward pass at most")
 
 
 @engine_config
 class JudgeSettings:
-    draws: int = Field(default=2, description="Candidate sets an LLM judge sees per problem and N (one call "
-                                              "each, cached by problem, candidates and model)")
+    draws: int = Field(default=2, description="Candidate sets an LLM judge sees per problem and N (each call "
+                                              "cached by problem, candidates, model and reading)")
     max_candidate_chars: int = Field(
-        default=600, description="Each plan or trajectory is cut to this many characters in the judge's prompt")
+        default=600, description="The truncated judges (trajectory_judge_truncated) cut each trajectory to this many "
+                                 "characters; the full ones read candidates whole")
+    context_tokens: int = Field(
+        default=8192, description="The judge model's context: when N whole candidates do not fit one prompt, they "
+                                  "are judged in a knockout of groups that fit (the embedded SmolLM2: 8192)")
     max_new_tokens: int = Field(default=12, description="Tokens of the judge's answer")
     grammar: bool = Field(default=True, description="Constrain the judge's answer to <choice>k</choice> "
                                                     "(backends without grammars ignore this)")
@@ -56,6 +81,8 @@ class EvaluationSettings:
     seed: int = Field(default=0, description="Seeds the candidate-set draws and the bootstrap")
     verifier: VerifierSettings = Field(default_factory=VerifierSettings, description="The collaborative verifier")
     judge: JudgeSettings = Field(default_factory=JudgeSettings, description="The LLM judges")
+    offshelf_rm: OffShelfRMSettings = Field(default_factory=OffShelfRMSettings,
+                                            description="The off-the-shelf reward model baseline")
 
     def __post_init__(self) -> None:
         for name in self.methods:

@@ -1,6 +1,7 @@
 """The collaborative verifier (CRM-style): specialist evaluators each give a trajectory an interpretable partial
-score in [0, 1], and a weighted aggregator fuses them. Every evaluator but `agreement` looks at one trajectory alone,
-so those partial scores are computed once per run; agreement depends on the other candidates of the set."""
+score in [0, 1], and a weighted aggregator fuses them. Every evaluator but `agreement` and `rank` looks at one
+trajectory alone, so those partial scores are computed once per run; agreement and rank depend on the other candidates
+of the set."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from orchrm_dagster.evaluation.settings import VerifierSettings, VerifierWeights
 
 STATIC_EVALUATORS = ("format", "steps", "length", "repetition", "similarity")
+COMPARED_EVALUATORS = ("agreement", *STATIC_EVALUATORS)  # what the ranking evaluator compares candidates on
+PANEL_EVALUATORS = (*COMPARED_EVALUATORS, "rank")
+RANK_CHUNK = 4_000_000  # pairwise evaluator comparisons computed at once by `pairwise_rank` (about 32 MB)
 _TAGGED_ANSWER = re.compile(r"\\boxed\s*\{|<answer>.*?</answer>", re.DOTALL)
 _ANSWER_MARK = re.compile(r"(?:final\s+)?answer\s*(?:is|:)", re.IGNORECASE)
 _STEP = re.compile(r"(?im)^\s*(?:step\s*\d+|\d+[.)]\s|[-*]\s)|\b(?:first|then|next|therefore|finally|so)\b")
@@ -58,8 +64,28 @@ def agreement_score(answer: str | None, answers_of_others: Sequence[str | None])
     return sum(other == answer for other in answers_of_others) / len(answers_of_others)
 
 
-def fuse(weights: VerifierWeights, agreement: float, static: dict[str, float]) -> float:
-    return weights.agreement * agreement + sum(getattr(weights, name) * static[name] for name in STATIC_EVALUATORS)
+def pairwise_rank(partials: np.ndarray) -> np.ndarray:
+    """The ranking evaluator: each candidate compared with every other of its set, a Borda count of pairwise
+    majority verdicts. `partials` is (sets, n, evaluators) of COMPARED_EVALUATORS' scores; candidate i beats j when
+    more evaluators score i above j than j above i (a draw counts half). The result, (sets, n), is the share of the
+    n - 1 comparisons each candidate wins: 1 for a candidate the panel prefers to every other, whatever the scale of
+    each evaluator, which a weighted sum alone cannot say."""
+    sets, n, _ = partials.shape
+    if n < 2:
+        return np.full((sets, n), 0.5)
+    ranks = np.empty((sets, n))
+    step = max(1, RANK_CHUNK // (n * n * partials.shape[2]))  # comparisons held at once stay near RANK_CHUNK
+    for start in range(0, sets, step):
+        part = partials[start:start + step]
+        margin = np.sign(part[:, :, None, :] - part[:, None, :, :]).sum(-1)  # (sets, n, n)
+        wins = (margin > 0) + 0.5 * (margin == 0)
+        ranks[start:start + step] = (wins.sum(-1) - 0.5) / (n - 1)  # less each candidate's draw with itself
+    return ranks
+
+
+def fuse(weights: VerifierWeights, agreement: float, static: dict[str, float], rank: float = 0.0) -> float:
+    return (weights.agreement * agreement + weights.rank * rank
+            + sum(getattr(weights, name) * static[name] for name in STATIC_EVALUATORS))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console(width=None if sys.stdout.isatty() else 160)  # piped or captured: wide tables, not folded cells
+console = Console(width=None if sys.stdout.isatty() else 220)  # piped or captured: wide tables, not folded cells
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_]+(/[A-Za-z0-9_]+)*$")
 
 
@@ -343,9 +343,23 @@ def _float_list(ctx, param, text: str | None) -> tuple[float, ...] | None:
         raise click.BadParameter(f"{text!r}: comma-separated numbers expected") from err
 
 
+def _method_help() -> str:
+    from orchrm_dagster.grpo.methods import registered_methods
+
+    listed = "; ".join(f"{name}: {method.description}" for name, method in registered_methods().items())
+    return f"How each round trains the policy (default: the loop resource's round config, grpo). {listed}."
+
+
+def _method_choice() -> click.Choice:
+    from orchrm_dagster.grpo.methods import method_names
+
+    return click.Choice(method_names())
+
+
 @main.command(name="loop")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="GRPO rounds to run now: the loop goes on until it has run this many more.")
+@click.option("--method", type=_method_choice(), default=None, help=_method_help())
 @click.option("--rewards", callback=_reward_names, default=None, metavar="NAME[,NAME...]", help=_rewards_help())
 @click.option("--reward-weights", callback=_float_list, default=None, metavar="W[,W...]",
               help="One weight > 0 per reward of --rewards (default: 1 each).")
@@ -360,7 +374,7 @@ def _float_list(ctx, param, text: str | None) -> tuple[float, ...] | None:
               help="Stop between rounds once the rounds' generation, reward and rollout tokens reach this.")
 @click.option("--retrain-min-new-pairs", type=click.IntRange(min=0), default=None,
               help="Retrain the reward model once this many pairs arrived since it last trained.")
-def loop_command(rounds, rewards, reward_weights, start, steps, group_size, token_budget,
+def loop_command(rounds, method, rewards, reward_weights, start, steps, group_size, token_budget,
                  retrain_min_new_pairs) -> None:
     """The loop that keeps learning, as the daemon runs it: the same decisions and the same runs as the loop's
     sensors (ingest what landed, rebuild pairs, retrain the reward model when enough new pairs arrived, score,
@@ -377,7 +391,8 @@ def loop_command(rounds, rewards, reward_weights, start, steps, group_size, toke
     root = defs.resources["storage"].storage_root()
     loop = defs.resources["loop"].to_engine()
     before = len(finished_rounds(root))
-    round_changes = {key: value for key, value in (("rewards", rewards), ("reward_weights", reward_weights),
+    round_changes = {key: value for key, value in (("method", method), ("rewards", rewards),
+                                                   ("reward_weights", reward_weights),
                                                    ("start", start), ("steps", steps), ("group_size", group_size))
                      if value is not None}
     if rewards is not None and reward_weights is None:
@@ -412,8 +427,9 @@ def loop_command(rounds, rewards, reward_weights, start, steps, group_size, toke
 
 def _print_grpo_rounds() -> None:
     rows = _storage().warehouse().query(
-        "select round, reward_mode AS mode, rm_version AS rm, steps, round(mean_reward, 3) reward, "
-        "round(kl, 4) kl, generation_tokens AS gen_tokens, reward_tokens AS rm_tokens, "
+        "select round, coalesce(method, 'grpo') AS method, reward_mode AS mode, rm_version AS rm, steps, "
+        "round(mean_reward, 3) reward, round(kl, 4) kl, generation_tokens AS gen_tokens, reward_tokens AS rm_tokens, "
+        "rollout_tokens, training_tokens AS train_tokens, "
         "round(heldout_reward_before, 3) heldout_before, round(heldout_reward_after, 3) heldout_after, "
         "round(heldout_accuracy, 3) heldout_acc, promoted, round(seconds) AS wall_seconds, reason "
         "from grpo_rounds order by round").to_pylist()
@@ -431,7 +447,9 @@ def _print_evaluation(evaluation_id: str, largest_n_only: bool = False) -> None:
     rows = _storage().warehouse().query(
         "select benchmark, policy, method, n, round(accuracy, 3) accuracy, round(ci_low, 3) ci_low, "
         "round(ci_high, 3) ci_high, n_problems, round(verification_tokens) verification_tokens, "
-        "round(execution_tokens) execution_tokens from evaluation where evaluation_id = $id "
+        "round(coalesce(generation_tokens, 0)) generation_tokens, round(execution_tokens) execution_tokens, "
+        "round(verification_tokens + coalesce(generation_tokens, 0) + execution_tokens) total_tokens "
+        "from evaluation where evaluation_id = $id "
         "order by benchmark, policy, n, method", {"id": evaluation_id}).to_pylist()
     if largest_n_only:  # per (benchmark, policy): one sample, and every method at the largest N it reached
         top = {}

@@ -29,8 +29,10 @@ class StepFailed(RuntimeError):
     """A materialization of the sequence failed; the message names the step, the run and each failed op."""
 
 
-# The main job's evaluation: every method; each LLM judge sees one candidate set per problem and N.
-MAIN_JOB_EVALUATION = EvaluationSettings(judge=JudgeSettings(draws=1))
+# The main job's evaluation: every method; each LLM judge sees one candidate set per problem and N. trajectory_judge
+# reads every trajectory whole (a knockout of groups beyond the embedded SmolLM2's 8,192-token context),
+# trajectory_judge_truncated the first 600 characters of each.
+MAIN_JOB_EVALUATION = EvaluationSettings(judge=JudgeSettings(draws=1, context_tokens=8192, max_candidate_chars=600))
 HELD_OUT_POLICY = ("generated-orchestrator", "base", None)
 
 

@@ -61,8 +61,9 @@ def policy_manifest(root: StorageRoot, round_number: int) -> dict:
 
 
 _SCHEMAS = {"policy_checkpoints": POLICY_CHECKPOINTS, "grpo_rounds": GRPO_ROUNDS}
-# Rows written before the policy gate existed: every checkpoint was promoted then.
-_BEFORE_THE_GATE = {"promoted": True, "reason": "published before the policy gate"}
+# Rows written before the policy gate existed: every checkpoint was promoted then; and before training methods
+# existed: every round was GRPO (its training tokens were not counted).
+_OLD_ROW_DEFAULTS = {"promoted": True, "reason": "published before the policy gate", "method": "grpo"}
 
 
 def read_table(root: StorageRoot, table: str) -> list[dict]:
@@ -71,7 +72,7 @@ def read_table(root: StorageRoot, table: str) -> list[dict]:
         return []
     rows = root.read_table(path).to_pylist()
     names = _SCHEMAS[table].names
-    return [{name: row.get(name, _BEFORE_THE_GATE.get(name)) for name in names} for row in rows]
+    return [{name: row.get(name, _OLD_ROW_DEFAULTS.get(name)) for name in names} for row in rows]
 
 
 def append_row(root: StorageRoot, table: str, row: dict, key: str = "round") -> None:

@@ -1,4 +1,4 @@
-"""Reward, KL and held-out figures over GRPO rounds, as one PNG."""
+"""Reward, KL and held-out figures over policy rounds (each labelled with its training method), as one PNG."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def rounds_png(rows: list[dict]) -> bytes:
     held_out.plot(rounds, [r["heldout_reward_after"] for r in rows], marker="o", label="after")
     held_out.set(title="held-out reward (champion's mean score)", xlabel="round")
     held_out.legend(fontsize=8)
+    labels = [f"{r['round']}\n{r.get('method') or 'grpo'}" for r in rows]  # rounds of different methods side by side
     for ax in (reward, kl, held_out):
-        ax.set_xticks(rounds)
+        ax.set_xticks(rounds, labels=labels)
         ax.grid(alpha=0.3)
     return figure_png(figure)

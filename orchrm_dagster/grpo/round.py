@@ -13,12 +13,13 @@ from filelock import FileLock, Timeout
 from orchrm_dagster.grpo.checkpoints import (append_row, base_model_dir, checkpoint_policies, checkpoint_row,
                                              policy_name, publish_checkpoint, read_table)
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
-from orchrm_dagster.grpo.rewards import RewardContext, Rollouts, held_out_rewards, plan_parses, reward_kinds
+from orchrm_dagster.grpo.methods import MethodContext, method_named
+from orchrm_dagster.grpo.rewards import RewardContext, held_out_rewards, plan_parses, reward_kinds
 from orchrm_dagster.grpo.settings import GRPOSettings
-from orchrm_dagster.grpo.train import TrainOutcome, train_round
+from orchrm_dagster.grpo.train import TrainOutcome
 from orchrm_dagster.labels import label_answer
 from orchrm_dagster.llm import BackendSpec, build_backend
-from orchrm_dagster.mas import render_prompt
+from orchrm_dagster.mas import question_text, render_prompt
 from orchrm_dagster.orchestration import PlanJob, PolicySpec, Problem, execute_plans, sample_plans, select_problems
 from orchrm_dagster.rm import champion_scorer, domain_of, trained_on
 from orchrm_dagster.storage import StorageRoot, local_work_dir
@@ -27,8 +28,8 @@ from orchrm_dagster.storage import StorageRoot, local_work_dir
 @dataclass(frozen=True)
 class RoundOutcome:
     round: int
-    policy: str
-    path: str
+    policy: str | None  # None (and path None): the round trained nothing and published no checkpoint
+    path: str | None
     row: dict  # the `grpo_rounds` row
     log_history: list[dict]
     generation_seconds: float = 0.0
@@ -115,32 +116,37 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name})")
     before = _start_checkpoint_after(root, policy, rm_version, settings) or measure_held_out(
         policy, model_dir, held_out, settings, scorer, subagents, execute=settings.heldout_execute)
-    rollouts = Rollouts(subagent_backend, settings.execution)
-    rewards = _rewards(settings, RewardContext(scorer, rollouts, settings.device, settings.unparseable_margin))
     work = local_work_dir(root) / "grpo" / f"r{round_number:04d}"
-    on_step(f"round {round_number}: GRPO, {settings.steps} steps x {settings.group_size} plans "
-            f"({settings.reward_label} reward)")
-    trained = train_round(model_dir, _dataset(policy, train, settings), rewards, settings, str(work))
-    checkpoint_policy = PolicySpec(name=policy_name(round_number), kind="checkpoint",
-                                   checkpoint_path=str(work / "model"), step=round_number, prompt=policy.prompt,
-                                   max_agents=policy.max_agents, max_new_tokens=policy.max_new_tokens)
-    on_step(f"round {round_number}: held-out plans of the new policy")
-    after = measure_held_out(checkpoint_policy, str(work / "model"), held_out, settings, scorer, subagents,
-                             execute=settings.heldout_execute)
-    verdict = policy_gate(before, after, settings.policy_margin)
+    method = method_named(settings.method)
+    trained = method.train(getattr(settings.method_settings, method.name), MethodContext(
+        root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version, subagents,
+        subagent_backend, str(work), on_step))
+    if trained.untrained is not None:  # nothing new to measure or publish: the starting policy stays in use
+        verdict, after, checkpoint = GateVerdict(False, trained.untrained), before, None
+    else:
+        checkpoint = PolicySpec(name=policy_name(round_number), kind="checkpoint",
+                                checkpoint_path=str(work / "model"), step=round_number, prompt=policy.prompt,
+                                max_agents=policy.max_agents, max_new_tokens=policy.max_new_tokens)
+        on_step(f"round {round_number}: held-out plans of the new policy")
+        after = measure_held_out(checkpoint, str(work / "model"), held_out, settings, scorer, subagents,
+                                 execute=settings.heldout_execute)
+        verdict = policy_gate(before, after, settings.policy_margin)
     on_step(f"round {round_number}: {'promoted' if verdict.promoted else 'not promoted'}: {verdict.reason}")
-    row = _round_row(round_number, settings, rm_version, trained, rewards, rollouts, before, after,
-                     time.perf_counter() - started, policy.name, verdict)
-    manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
-                "base_model": model_dir, "reward_mode": settings.reward_label,
-                "rm_version": rm_version, "settings": repr(settings), "train_problems": [p.problem_id for p in train],
-                "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in (
-                    "generation_tokens", "reward_tokens", "rollout_tokens")}}
-    path = publish_checkpoint(root, round_number, work / "model", manifest)
-    append_row(root, "policy_checkpoints", checkpoint_row(round_number, str(path), model_dir, settings.reward_label,
-                                                          rm_version, checkpoint_policy, verdict.promoted))
+    row = _round_row(round_number, settings, rm_version, trained, before, after, time.perf_counter() - started,
+                     policy.name, verdict, published=checkpoint is not None)
+    path = None
+    if checkpoint is not None:
+        manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
+                    "base_model": model_dir, "method": settings.method, "reward_mode": settings.reward_mode,
+                    "rm_version": rm_version, "settings": repr(settings),
+                    "train_problems": [p.problem_id for p in train],
+                    "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in (
+                        "generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")}}
+        path = str(publish_checkpoint(root, round_number, work / "model", manifest))
+        append_row(root, "policy_checkpoints", checkpoint_row(round_number, path, model_dir, settings.reward_mode,
+                                                              rm_version, checkpoint, verdict.promoted))
     append_row(root, "grpo_rounds", row)
-    return RoundOutcome(round_number, policy_name(round_number), str(path), row, trained.log_history,
+    return RoundOutcome(round_number, row["policy_checkpoint"], path, row, trained.log_history,
                         trained.generation_seconds)
 
 
@@ -155,12 +161,22 @@ def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
 def _dataset(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings):
     from datasets import Dataset
 
-    rows = [{"prompt": [{"role": "user", "content": render_prompt(policy.prompt, question=p.question,
-                                                                  max_agents=settings.max_agents)}],
-             "question": p.question, "answer": p.answer, "answer_type": p.answer_type, "problem_id": p.problem_id}
+    rows = [{"prompt": [{"role": "user", "content": render_prompt(
+                 policy.prompt, question=question_text(p.question, p.choices), max_agents=settings.max_agents)}],
+             "question": p.question, "answer": p.answer, "answer_type": p.answer_type, "problem_id": p.problem_id,
+             "choices": list(p.choices) if p.choices else None}
             for p in problems]
     rows = (rows * (settings.steps // len(rows) + 1))[: settings.steps]  # one problem's group per step
     return Dataset.from_list(rows)
+
+
+def plan_prompts(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings) -> dict[str, list[dict]]:
+    """Each problem's prompt messages exactly as the GRPO dataset renders them, by problem_id (what the supervised
+    methods train on)."""
+    import dataclasses
+
+    rows = _dataset(policy, problems, dataclasses.replace(settings, steps=len(problems)))  # each problem once
+    return {row["problem_id"]: row["prompt"] for row in rows}
 
 
 def _rewards(settings: GRPOSettings, context: RewardContext) -> list:
@@ -180,11 +196,20 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
     samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
     accuracy = None
     if execute:
-        results = execute_plans([PlanJob(s.question, s.plan, s.answer_type, s.seed) for s in samples],
-                                build_backend(subagents), settings.execution)
-        accuracy = sum(r.error is None and label_answer(s.answer_type, s.reference_answer, r.final_answer).is_correct
-                       for s, r in zip(samples, results)) / len(samples)
+        correct, _ = execute_and_label(samples, build_backend(subagents), settings.execution)
+        accuracy = sum(correct) / len(samples)
     return HeldOut(held_out_reward(samples, scorer, settings.unparseable_margin), samples, accuracy)
+
+
+def execute_and_label(samples: list, backend, execution) -> tuple[list[bool], list]:
+    """Executes sampled plans (their choices listed to the agents) and labels each answer against its reference:
+    (correct per sample, the execution results)."""
+    results = execute_plans([PlanJob(s.question, s.plan, s.answer_type, s.seed, s.choices) for s in samples],
+                            backend, execution)
+    correct = [r.error is None
+               and label_answer(s.answer_type, s.reference_answer, r.final_answer, s.choices).is_correct
+               for s, r in zip(samples, results)]
+    return correct, results
 
 
 def held_out_reward(samples: list, scorer, margin: float) -> float:
@@ -213,12 +238,13 @@ def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: i
     return HeldOut(rows[0]["heldout_reward_after"], [], rows[0]["heldout_accuracy"])
 
 
-def _round_row(round_number, settings, rm_version, trained: TrainOutcome, rewards, rollouts, before: HeldOut,
-               after: HeldOut, seconds: float, start_policy: str, verdict: GateVerdict) -> dict:
-    return {"round": round_number, "policy_checkpoint": policy_name(round_number), "reward_mode": settings.reward_label,
-            "rm_version": rm_version, "steps": trained.steps, "mean_reward": trained.mean_reward, "kl": trained.kl,
-            "generation_tokens": trained.generation_tokens,
-            "reward_tokens": sum(r.reward_tokens for r in rewards), "rollout_tokens": rollouts.tokens,
+def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before: HeldOut, after: HeldOut,
+               seconds: float, start_policy: str, verdict: GateVerdict, published: bool) -> dict:
+    return {"round": round_number, "policy_checkpoint": policy_name(round_number) if published else None,
+            "reward_mode": settings.reward_mode, "rm_version": rm_version, "steps": trained.steps,
+            "mean_reward": trained.mean_reward, "kl": trained.kl, "generation_tokens": trained.generation_tokens,
+            "reward_tokens": trained.reward_tokens, "rollout_tokens": trained.rollout_tokens,
             "heldout_reward_before": before.reward, "heldout_reward_after": after.reward,
             "heldout_accuracy": after.accuracy, "seconds": seconds, "start_policy": start_policy,
-            "heldout_accuracy_before": before.accuracy, "promoted": verdict.promoted, "reason": verdict.reason}
+            "heldout_accuracy_before": before.accuracy, "promoted": verdict.promoted, "reason": verdict.reason,
+            "method": settings.method, "training_tokens": trained.training_tokens}

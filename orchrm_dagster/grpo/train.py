@@ -1,9 +1,10 @@
 """One GRPO run with TRL's GRPOTrainer on a prompt dataset, resumable from its last saved step.
 
-On transformers generation the sampled plans are constrained to the plan grammar by wrapping the policy's
-`generate` with the xgrammar logits processor, so every plan parses and a group's rewards differ by what the plan
-does, not by whether it parses. The grammar shapes which tokens can be sampled; GRPO's log-probabilities are the
-policy's own, as TRL computes them.
+On transformers generation the trainer samples plans with the runner's own decoding routine (TRL's `rollout_func`:
+one batched call per generation batch, a KV cache, seeded rows, the plan grammar as an xgrammar mask), so every plan
+parses and a group's rewards differ by what the plan does, not by whether it parses. The grammar shapes which tokens
+can be sampled; GRPO's log-probabilities are the policy's own, as TRL computes them (its fused LM head scores only the
+completion tokens, in tiles, without the plans x tokens x vocabulary logits).
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import os
 import re
 import shutil
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.rewards import raw_metric
 from orchrm_dagster.grpo.settings import GRPOSettings
-from orchrm_dagster.llm import GrammarLogitsProcessor, compile_grammar
+from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings, loaded_model, sample_rows
+from orchrm_dagster.orchestration import sample_seed
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.rm import bf16_supported
 
@@ -33,20 +34,27 @@ class TrainOutcome:
     mean_reward: float | None  # the weighted sum of the rewards' means on their own scales (`raw/<name>`)
     kl: float | None
     generation_tokens: int
-    generation_seconds: float  # wall time inside the policy's generate calls
+    generation_seconds: float  # wall time sampling plans (transformers generation; 0 for vLLM)
     log_history: list[dict]
+    # set by the round's training method (grpo/methods/): every token it spent, and why it trained nothing
+    reward_tokens: int = 0  # read by reward models, panels or judges
+    rollout_tokens: int = 0  # sub-agent tokens of plan executions
+    training_tokens: int = 0  # read in the trainer's forward passes (prompt + completion of each example, per epoch)
+    untrained: str | None = None  # why the method trained nothing (the round is recorded, not published)
 
 
 def memory_and_precision(settings: GRPOSettings, device: str, native_bf16=bf16_supported) -> dict:
     """GRPOConfig's `bf16` and `activation_checkpointing`: with precision auto, bf16 mixed precision on a GPU that
     runs it natively (on the CPU fp32: autocast there is unmeasured for rounds and changes what the tests train);
-    activation checkpointing on cuda (unset); `native_bf16(device)` asks the hardware."""
+    activation checkpointing unless turned off (a default round on the CPU peaks at 12.3 GiB without it: the
+    activations of 2 plans x ~1,650 tokens x 30 layers kept for the backward pass; see bench/grpo.py --speed);
+    `native_bf16(device)` asks the hardware."""
     if settings.precision == "auto":
         bf16 = device == "cuda" and native_bf16(device)
     else:
         bf16 = settings.precision == "bf16"
     checkpointing = settings.activation_checkpointing
-    return {"bf16": bf16, "activation_checkpointing": device == "cuda" if checkpointing is None else checkpointing}
+    return {"bf16": bf16, "activation_checkpointing": True if checkpointing is None else checkpointing}
 
 
 def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
@@ -89,9 +97,10 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=grpo_config(settings, output_dir, device),
-                          train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config)
-    counter = _constrain_generation(trainer.model, tokenizer, settings)
+    args = grpo_config(settings, output_dir, device)
+    sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=peft_config, rollout_func=sampler)
     trainer.train(resume_from_checkpoint=checkpoint)
     model = trainer.model.merge_and_unload() if settings.lora else trainer.model
     model.save_pretrained(os.path.join(output_dir, "model"))
@@ -99,37 +108,57 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
                         kl=_mean(logged, "kl"),
-                        generation_tokens=counter["tokens"], generation_seconds=counter["seconds"],
+                        generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args)),
+                        generation_seconds=sampler.seconds if sampler else 0.0,
                         log_history=list(trainer.state.log_history))
 
 
-def _constrain_generation(model, tokenizer, settings: GRPOSettings) -> dict:
-    """Wraps model.generate: the plan grammar as a logits processor, and a count of generated tokens."""
-    counter = {"tokens": 0, "seconds": 0.0}
-    if settings.generation != "transformers":
-        return counter
-    compiled = None
-    if settings.grammar:
-        grammar = plan_grammar_ebnf(max_agents=settings.max_agents,
-                                    bounds=TextBounds.fit(settings.max_completion_tokens, settings.max_agents))
-        compiled = compile_grammar(tokenizer, grammar, vocab_size=model.config.vocab_size,
-                                   stop_token_ids=[tokenizer.eos_token_id])
-    original = model.generate
+class PlanSampler:
+    """TRL's `rollout_func` for transformers generation: the generation batch (each prompt once per plan of its
+    group) sampled in one batched call of the runner's decoding routine on the live policy, under the plan grammar.
+    Row i of step s is seeded from (settings.seed, s, i), so a round with the same seed samples the same plans."""
 
-    def generate(self, *args, **kwargs):
-        prompt = kwargs.get("input_ids")
-        if compiled is not None:
-            kwargs["logits_processor"] = [GrammarLogitsProcessor(compiled, prompt.shape[0], tokenizer.eos_token_id)]
+    def __init__(self, tokenizer, settings: GRPOSettings):
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.grammar = plan_grammar_ebnf(max_agents=settings.max_agents, bounds=TextBounds.fit(
+            settings.max_completion_tokens, settings.max_agents)) if settings.grammar else None
+        self.seconds = 0.0
+
+    def __call__(self, prompts: list, trainer) -> dict:
+        from trl.models.utils import unwrap_model_for_generation
+
         started = time.perf_counter()
-        output = original(*args, **kwargs)
-        counter["seconds"] += time.perf_counter() - started
-        generated = output[:, prompt.shape[1]:]
-        counter["tokens"] += int((generated != tokenizer.pad_token_id).sum()) if tokenizer.pad_token_id is not None \
-            else generated.numel()
-        return output
+        requests = [self._request(prompt, trainer.state.global_step, row) for row, prompt in enumerate(prompts)]
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                         gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
+                                         ) as model:
+            rows = sample_rows(loaded_model(model, self.tokenizer), requests, max_batch_size=len(requests))
+        self.seconds += time.perf_counter() - started
+        failed = next((row.error for row in rows if isinstance(row, Completion)), None)
+        if failed is not None:
+            raise RuntimeError(f"sampling plans failed: {failed}")
+        # logprobs None: GRPO's old log-probabilities are the policy's own, computed by TRL
+        return {"prompt_ids": [row.prompt_ids for row in rows], "completion_ids": [row.tokens for row in rows],
+                "logprobs": None}
 
-    model.generate = types.MethodType(generate, model)
-    return counter
+    def _request(self, prompt: list[dict], step: int, row: int) -> ChatRequest:
+        settings = self.settings
+        sampling = SamplingSettings(temperature=settings.temperature, max_new_tokens=settings.max_completion_tokens,
+                                    seed=sample_seed(settings.seed, f"grpo-step-{step}", row))
+        return ChatRequest(tuple(prompt), sampling, grammar=self.grammar)
+
+
+def completions_per_step(args) -> int:
+    """Plans sampled per optimizer step: one generation batch (steps_per_generation = gradient accumulation)."""
+    return args.generation_batch_size * args.gradient_accumulation_steps // args.steps_per_generation
+
+
+def generated_tokens(log_history: list[dict], completions_per_logged_step: int) -> int:
+    """Completion tokens the policy generated, in every generation mode (vLLM included), from what TRL logs each
+    step: the mean completion length over that step's plans (logging_steps=1)."""
+    return sum(round(entry["completions/mean_length"] * completions_per_logged_step)
+               for entry in log_history if "completions/mean_length" in entry)
 
 
 def _weighted_raw_mean(entries: list[dict], reward_funcs: list, settings: GRPOSettings) -> float | None:

@@ -1,10 +1,11 @@
 """Correctness labelers for final answers, and labeling a whole run batch (no Dagster)."""
 
 from .batch import LabelReport, LabelSettings, failed_run_verdict, label_batch
+from .choice_labeler import LETTERS as CHOICE_LETTERS
 from .labeler import Claim, Labeler, answer_types, labeler_for, labelers, register_labeler
 from .registry import answer_type_for, label_answer, label_cached
 from .verdict import Verdict
 
-__all__ = ["Claim", "LabelReport", "LabelSettings", "Labeler", "Verdict", "answer_type_for", "answer_types",
-           "failed_run_verdict", "label_answer", "label_batch", "label_cached", "labeler_for", "labelers",
+__all__ = ["CHOICE_LETTERS", "Claim", "LabelReport", "LabelSettings", "Labeler", "Verdict", "answer_type_for",
+           "answer_types", "failed_run_verdict", "label_answer", "label_batch", "label_cached", "labeler_for", "labelers",
            "register_labeler"]

@@ -9,9 +9,9 @@ from orchrm_dagster.llm.factory import BackendSpec, LLMSettings, model_folder_ki
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
 from orchrm_dagster.llm.registry import (BackendSpecClass, backend_kinds, build_backend, register_backend, respec,
                                          spec_class)
-from orchrm_dagster.llm.transformers_backend import TransformersSpec
+from orchrm_dagster.llm.transformers_backend import TransformersSpec, loaded_model, sample_rows
 
 __all__ = ["EMBEDDED_GGUF", "embedded_model_dir", "BackendSpec", "BackendSpecClass", "ChatRequest", "CoalescingBackend",
            "Completion", "LLMBackend", "LLMSettings", "SamplingSettings", "TransformersSpec", "backend_kinds",
            "build_backend", "model_folder_kind", "register_backend", "respec", "spec_class", "GrammarLogitsProcessor",
-           "compile_grammar"]
+           "compile_grammar", "loaded_model", "sample_rows"]

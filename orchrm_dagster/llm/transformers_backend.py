@@ -60,6 +60,12 @@ def _load(model_path: str, gguf_file: str | None, device: str, dtype: str) -> Lo
     tokenizer = AutoTokenizer.from_pretrained(model_path, **source)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=_torch_dtype(dtype, device), **source)
     model.to(device).eval()
+    return loaded_model(model, tokenizer)
+
+
+def loaded_model(model: torch.nn.Module, tokenizer) -> LoadedModel:
+    """A model already in memory (a trainer's policy, say) and its tokenizer, ready for :func:`sample_rows`: stops
+    at the tokenizer's EOS and at every EOS the model's generation config names."""
     eos = tokenizer.eos_token_id
     configured = model.generation_config.eos_token_id
     configured = configured if isinstance(configured, list) else [configured]
@@ -126,17 +132,8 @@ class TransformersBackend:
             lm = self.loaded()
         except Exception as exc:
             return [_failed(f"loading {self.model_id} failed: {exc!r}") for _ in requests]
-        results: list[Completion | None] = [None] * len(requests)
-        rows: list[_Row] = []
-        for index, request in enumerate(requests):
-            try:
-                rows.append(_Row(index, request, _prompt_ids(lm, request)))
-            except Exception as exc:
-                results[index] = _failed(f"bad request: {exc!r}")
-        for batch in _batches(rows, self.max_batch_size):
-            for row, completion in zip(batch, _run_batch(lm, batch)):
-                results[row.index] = completion
-        return results
+        return [_completion(lm, row) if isinstance(row, _Row) else row
+                for row in sample_rows(lm, requests, self.max_batch_size)]
 
 
 @register_backend
@@ -181,17 +178,35 @@ def _batches(rows: list[_Row], max_batch_size: int) -> Iterator[list[_Row]]:
             yield group[start:start + max_batch_size]
 
 
-def _run_batch(lm: LoadedModel, rows: list[_Row]) -> list[Completion]:
+def sample_rows(lm: LoadedModel, requests: list[ChatRequest], max_batch_size: int) -> list[_Row | Completion]:
+    """Each request decoded (batched, grammar-constrained, seeded per row): its row, with the prompt's token ids and
+    the sampled ones, or a failed Completion saying why. The one decoding routine of the runner and of GRPO rounds."""
+    results: list[_Row | Completion | None] = [None] * len(requests)
+    rows: list[_Row] = []
+    for index, request in enumerate(requests):
+        try:
+            rows.append(_Row(index, request, _prompt_ids(lm, request)))
+        except Exception as exc:
+            results[index] = _failed(f"bad request: {exc!r}")
+    for batch in _batches(rows, max_batch_size):
+        failure = _run_batch(lm, batch)
+        for row in batch:
+            results[row.index] = failure or row
+    return results
+
+
+def _run_batch(lm: LoadedModel, rows: list[_Row]) -> Completion | None:
+    """Decodes the rows in place; the failed Completion every row of the batch gets when it fails."""
     try:
         processor = _grammar_processor(lm, rows)
     except Exception as exc:
-        return [_failed(f"bad grammar: {exc}") for _ in rows]
+        return _failed(f"bad grammar: {exc}")
     try:
         with lm.lock, torch.inference_mode():
             _decode(lm, rows, processor)
     except Exception as exc:
-        return [_failed(f"generation failed: {exc!r}") for _ in rows]
-    return [_completion(lm, row) for row in rows]
+        return _failed(f"generation failed: {exc!r}")
+    return None
 
 
 def _grammar_processor(lm: LoadedModel, rows: list[_Row]) -> GrammarLogitsProcessor | None:
@@ -210,8 +225,8 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
     input_ids, attention = _left_pad([row.prompt_ids for row in rows], lm.pad_token_id, device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     generators = [_generator(row.sampling.seed, device) for row in rows]
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                logits_to_keep=1)
+    out = _prefill(model, input_ids, attention, positions,
+                   shared=all(row.prompt_ids == rows[0].prompt_ids for row in rows))
     last = input_ids
     for _ in range(max(row.sampling.max_new_tokens for row in rows)):
         scores = out.logits[:, -1, :].float()
@@ -232,6 +247,19 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
                     past_key_values=out.past_key_values, use_cache=True)
     for row in rows:
         row.finish_reason = row.finish_reason or "length"
+
+
+def _prefill(model, input_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor, shared: bool):
+    """The prompts' forward pass. Rows with one prompt (N samples of a problem, a GRPO group) share a single pass
+    whose KV cache is copied to every row: on the CPU the prompt, not the plan, is most of the work."""
+    if not shared or len(input_ids) == 1:
+        return model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                     logits_to_keep=1)
+    out = model(input_ids=input_ids[:1], attention_mask=attention[:1], position_ids=positions[:1], use_cache=True,
+                logits_to_keep=1)
+    out.past_key_values.batch_repeat_interleave(len(input_ids))
+    out.logits = out.logits.repeat(len(input_ids), 1, 1)  # a copy per row: the grammar masks rows in place
+    return out
 
 
 def _left_pad(sequences: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,7 +18,8 @@ from orchrm_dagster.mas.agents import (
 from orchrm_dagster.mas.answers import extract_answer, majority_index
 from orchrm_dagster.mas.executor import ExecutionResult, execute_plan, fill_references
 from orchrm_dagster.mas.prompts import load_prompt, render_prompt
-from orchrm_dagster.mas.retrieval import BM25Retriever, Retriever
+from orchrm_dagster.mas.questions import question_text
+from orchrm_dagster.mas.retrieval import SHIPPED_CORPORA, BM25Retriever, Retriever, load_retriever, read_corpus
 
 __all__ = [
     "AGENTS",
@@ -34,6 +35,7 @@ __all__ = [
     "ExecutionResult",
     "ReflexionAgent",
     "Retriever",
+    "SHIPPED_CORPORA",
     "SCAgent",
     "SubAgent",
     "WebSearchAgent",
@@ -41,6 +43,9 @@ __all__ = [
     "extract_answer",
     "fill_references",
     "load_prompt",
+    "load_retriever",
     "majority_index",
+    "question_text",
+    "read_corpus",
     "render_prompt",
 ]

@@ -15,7 +15,8 @@ import orjson
 
 from orchrm_dagster.contract import CONTRACT_VERSION, RunErrorKind
 from orchrm_dagster.llm import CoalescingBackend, LLMBackend, SamplingSettings
-from orchrm_dagster.mas import AgentContext, ExecutionResult, execute_plan
+from orchrm_dagster.mas import (AgentContext, BM25Retriever, ExecutionResult, Retriever, execute_plan, load_retriever,
+                                question_text)
 from orchrm_dagster.orchestration.sampling import PlanSample
 from orchrm_dagster.orchestration.settings import ExecutionSettings
 
@@ -28,6 +29,14 @@ class ExecutionReport:
     malformed_plans: int = 0
     seconds: float = 0.0
     mean_batch_size: float | None = None  # requests per backend call, when concurrent plans shared batches
+    corpus_documents: int = 0  # documents WebSearchAgent searched (0: no retrieval)
+    corpus_rejected: tuple[str, ...] = ()  # corpus lines skipped as malformed ("file:line: field: reason")
+
+
+def execution_retriever(settings: ExecutionSettings) -> BM25Retriever | None:
+    """WebSearchAgent's retriever for `settings.corpus` (built once per process and corpus file version), or None
+    when the settings ask for no retrieval. Every executor entry point takes its retriever from here."""
+    return None if settings.corpus is None else load_retriever(settings.corpus)
 
 
 def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_model: str,
@@ -93,9 +102,12 @@ def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial:
     report.resumed = len(samples) - len(todo)
     partial.parent.mkdir(parents=True, exist_ok=True)
     _drop_torn_tail(partial)
+    retriever = execution_retriever(settings)
+    if retriever is not None:
+        report.corpus_documents, report.corpus_rejected = len(retriever), retriever.rejected
     shared = _shared_backend(backend, settings.concurrent_plans)
     with open(partial, "ab") as out, ThreadPoolExecutor(max(1, settings.concurrent_plans)) as pool:
-        running = [pool.submit(_execute_as_worker, sample, shared, settings) for sample in todo]
+        running = [pool.submit(_execute_as_worker, sample, shared, settings, retriever) for sample in todo]
         for finished in as_completed(running):
             sample, result = finished.result()
             record = run_record(sample, result, backend.model_id, (meta_by_run or {}).get(sample.run_id))
@@ -119,15 +131,18 @@ def _shared_backend(backend: LLMBackend, concurrent_plans: int) -> LLMBackend:
     return backend  # an HTTP backend serves concurrent calls itself (the server batches them)
 
 
-def _execute_as_worker(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings):
+def _execute_as_worker(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings,
+                       retriever: Retriever | None):
     with backend.worker() if isinstance(backend, CoalescingBackend) else nullcontext():
-        return sample, _execute(sample, backend, settings)
+        return sample, _execute(sample, backend, settings, retriever)
 
 
-def _execute(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings) -> ExecutionResult | None:
+def _execute(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings,
+             retriever: Retriever | None) -> ExecutionResult | None:
     if sample.plan_error_kind == RunErrorKind.GENERATION_FAILED:
         return None
-    return _execute_plan(PlanJob(sample.question, sample.plan, sample.answer_type, sample.seed), backend, settings)
+    job = PlanJob(sample.question, sample.plan, sample.answer_type, sample.seed, sample.choices)
+    return _execute_plan(job, backend, settings, retriever)
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,7 @@ class PlanJob:
     plan: str
     answer_type: str
     seed: int = 0
+    choices: tuple[str, ...] | None = None  # a multiple-choice problem's options: the agents see them listed
 
 
 def execute_plans(jobs: list[PlanJob], backend: LLMBackend,
@@ -145,23 +161,26 @@ def execute_plans(jobs: list[PlanJob], backend: LLMBackend,
     """Executes every plan (never raises for one: failures come back in each result's `error`), up to
     `settings.concurrent_plans` at once with their sub-agent calls sharing batches, in the order given."""
     shared = _shared_backend(backend, settings.concurrent_plans)
+    retriever = execution_retriever(settings)
 
     def run(job: PlanJob) -> ExecutionResult:
         with shared.worker() if isinstance(shared, CoalescingBackend) else nullcontext():
-            return _execute_plan(job, shared, settings)
+            return _execute_plan(job, shared, settings, retriever)
 
     with ThreadPoolExecutor(max(1, settings.concurrent_plans)) as pool:
         return list(pool.map(run, jobs))
 
 
-def _execute_plan(job: PlanJob, backend: LLMBackend, settings: ExecutionSettings) -> ExecutionResult:
+def _execute_plan(job: PlanJob, backend: LLMBackend, settings: ExecutionSettings,
+                  retriever: Retriever | None) -> ExecutionResult:
     ctx = AgentContext(
         backend=backend,
         sampling=SamplingSettings(temperature=settings.subagent_temperature,
                                   max_new_tokens=settings.subagent_max_new_tokens),
-        answer_format=job.answer_type, seed=job.seed,
+        answer_format=job.answer_type, seed=job.seed, retriever=retriever,
     )
-    return execute_plan(job.question, job.plan, ctx, settings.agents, timeout_s=settings.plan_timeout_s)
+    return execute_plan(question_text(job.question, job.choices), job.plan, ctx, settings.agents,
+                        timeout_s=settings.plan_timeout_s)
 
 
 def _drop_torn_tail(partial: Path) -> None:

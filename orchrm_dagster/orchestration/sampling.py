@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchrm_dagster.contract import RunErrorKind
 from orchrm_dagster.llm import ChatRequest, LLMBackend, SamplingSettings
-from orchrm_dagster.mas import render_prompt
+from orchrm_dagster.mas import question_text, render_prompt
 from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
 from orchrm_dagster.plans import PlanError, TextBounds, parse_plan, plan_grammar_ebnf
 
@@ -18,6 +19,7 @@ class Problem:
     question: str
     answer: str | None
     answer_type: str  # a registered labeler's (orchrm_dagster.labels)
+    choices: tuple[str, ...] | None = None  # a multiple-choice problem's options (A = the first)
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,16 @@ class PlanSample:
     grammar: bool
     orchestrator_prompt_tokens: int
     orchestrator_completion_tokens: int
+    choices: tuple[str, ...] | None = None  # the problem's, for multiple choice
+
+    def __post_init__(self) -> None:
+        if self.choices is not None and not isinstance(self.choices, tuple):  # a list read back from Parquet
+            object.__setattr__(self, "choices", tuple(self.choices) or None)
 
 
-def orchestrator_request(policy: PolicySpec, question: str, seed: int) -> ChatRequest:
-    prompt = render_prompt(policy.prompt, question=question, max_agents=policy.max_agents)
+def orchestrator_request(policy: PolicySpec, question: str, seed: int,
+                         choices: Sequence[str] | None = None) -> ChatRequest:
+    prompt = render_prompt(policy.prompt, question=question_text(question, choices), max_agents=policy.max_agents)
     sampling = SamplingSettings(temperature=policy.temperature, top_p=policy.top_p,
                                 max_new_tokens=policy.max_new_tokens, seed=seed)
     grammar = plan_grammar_ebnf(max_agents=policy.max_agents,
@@ -59,7 +67,8 @@ def sample_plans(policy: PolicySpec, backend: LLMBackend, problems: list[Problem
     """N plans per problem, in one batched generate call; samples whose run_id is in `skip_run_ids` are not redrawn."""
     wanted = [(problem, i) for problem in problems for i in range(n)
               if run_id_for(policy, problem.problem_id, seed, i) not in skip_run_ids]
-    requests = [orchestrator_request(policy, p.question, sample_seed(seed, p.problem_id, i)) for p, i in wanted]
+    requests = [orchestrator_request(policy, p.question, sample_seed(seed, p.problem_id, i), p.choices)
+                for p, i in wanted]
     completions = backend.generate(requests) if requests else []
     return [_sample(policy, backend, problem, i, seed, completion)
             for (problem, i), completion in zip(wanted, completions)]
@@ -80,5 +89,5 @@ def _sample(policy, backend, problem: Problem, index: int, seed: int, completion
         plan=completion.text, plan_logprob=completion.mean_logprob, plan_parses=plan_error is None,
         plan_error=plan_error, plan_error_code=plan_error_code, plan_error_kind=plan_error_kind, grammar=policy.grammar,
         orchestrator_prompt_tokens=completion.prompt_tokens,
-        orchestrator_completion_tokens=completion.completion_tokens,
+        orchestrator_completion_tokens=completion.completion_tokens, choices=problem.choices,
     )

@@ -26,6 +26,10 @@ class ExecutionSettings:
     concurrent_plans: int = Field(default=8, description="Plans executed at once; with an in-process backend "
                                   "(transformers, vllm) their sub-agent calls share batches")
     agents: AgentSettings = Field(default_factory=AgentSettings, description="How each kind of sub-agent works")
+    corpus: str | None = Field(
+        default="hotpotqa", description="WebSearchAgent's BM25 corpus: a shipped corpus (hotpotqa: HotpotQA's "
+                                        "distractor-setting paragraphs, which contain the supporting facts) or a JSONL "
+                                        "file with id/text fields; unset: no retrieval (it answers with one CoT call)")
     selection: Literal["all", "orchrm_bon"] = Field(
         default="all", description="all: execute every sampled plan; orchrm_bon: the champion reward model scores "
                                    "the first best_of_n plans of each problem and only the best is executed")
@@ -36,3 +40,5 @@ class ExecutionSettings:
     def __post_init__(self) -> None:
         if self.best_of_n < 1:
             raise ValueError("best_of_n must be >= 1")
+        if self.corpus is not None and not self.corpus.strip():
+            raise ValueError("corpus must be a shipped corpus name or a file path (unset it for no retrieval)")

@@ -73,7 +73,8 @@ def select_problems(root: StorageRoot, benchmark: str, limit: int, problem_ids: 
             raise ValueError(f"benchmark {benchmark!r} has no problems {sorted(missing)}")
     else:
         rows = rows[:limit]
-    return [Problem(r["problem_id"], r["benchmark"], r["question"], r["answer"], r["answer_type"]) for r in rows]
+    return [Problem(r["problem_id"], r["benchmark"], r["question"], r["answer"], r["answer_type"],
+                    tuple(r["choices"]) if r.get("choices") else None) for r in rows]
 
 
 def benchmarks_available(root: StorageRoot) -> list[str]:

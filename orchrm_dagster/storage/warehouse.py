@@ -93,12 +93,13 @@ class Warehouse:
     def _view_sql(self, con: duckdb.DuckDBPyConnection, table: str) -> str:
         """A view over the table's files, listed (never globbed: a root may hold '[' or '*')."""
         files = [self.root.to_uri(path) for path in table_files(self.root, table)]
-        if files:
-            return sql.load("create_parquet_view", view=sql.identifier(table), files=sql.list_literal(files))
         empty = con.from_arrow(WAREHOUSE_TABLES[table].empty_table())
         typed_nulls = ", ".join(
             f"CAST(NULL AS {dtype}) AS {sql.identifier(col)}" for col, dtype in zip(empty.columns, empty.dtypes)
         )
+        if files:
+            return sql.load("create_parquet_view", view=sql.identifier(table), files=sql.list_literal(files),
+                            typed_nulls=typed_nulls)
         return sql.load("create_empty_view", view=sql.identifier(table), typed_nulls=typed_nulls)
 
     def exists(self) -> bool:

@@ -176,3 +176,18 @@ def test_the_llm_config_the_vllm_manifest_documents_is_what_the_llm_resource_tak
                     reason="no Docker engine on this machine (the docker client alone cannot build)")
 def test_the_cpu_image_builds():
     subprocess.run(["docker", "build", "-f", "deploy/Dockerfile", "-t", "orchrm:test", "."], cwd=ROOT, check=True)
+
+
+def test_the_grpo_vllm_manifest_runs_trls_weight_syncing_server_on_a_gpu_node():
+    from orchrm_dagster.grpo import GRPOSettings
+
+    deployment, service = yaml.safe_load_all((ROOT / "deploy/k8s/trl-vllm-serve.yaml").read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["trl", "vllm-serve"] and "--model" in container["args"]
+    port = int(container["args"][container["args"].index("--port") + 1])
+    assert port == container["ports"][0]["containerPort"] == service["spec"]["ports"][0]["port"] == 8000
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": port}  # what TRL's VLLMClient polls
+    documented = GRPOSettings.__pydantic_fields__["vllm_server_url"].description
+    assert f"http://{service['metadata']['name']}.orchrm.svc:{port}" in documented and "trl vllm-serve" in documented
+    assert "trl-vllm-serve.yaml" in (ROOT / "deploy/k8s/vllm-server.yaml").read_text().split("apiVersion")[0]

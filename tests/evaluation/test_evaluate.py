@@ -20,7 +20,8 @@ from orchrm_dagster.storage import Warehouse
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
 NO_SIMILARITY = VerifierSettings(weights=VerifierWeights(similarity=0.0))
-WITHOUT_JUDGES = ("single", "orchrm_bon", "majority_vote", "logprob", "collaborative_verifier", "oracle")
+WITHOUT_JUDGES = ("single", "orchrm_bon", "majority_vote", "logprob", "collaborative_verifier",
+                  "collaborative_verifier_fixed", "oracle")
 
 
 class CountingJudge:
@@ -100,7 +101,11 @@ def test_held_out_problems_only_and_every_method_row(evaluated_root):
     assert all(root.fs.cat_file(outcome.plot_paths[name])[:4] == b"\x89PNG" for name in outcome.plots)
     assert all(outcome.evaluation_id in path for path in outcome.plot_paths.values())
     verifier = Warehouse(root).query("select * from verifier_scores").to_pylist()
-    assert len(verifier) == 72 and all(0 <= v["fused"] <= 1 and v["similarity"] == 0 for v in verifier)
+    assert all(0 <= v["fused"] <= 1 and 0 <= v["rank"] <= 1 and v["similarity"] == 0 for v in verifier)
+    # the evaluated runs, and the 24 runs of the three problems the reward model saw that fitted the fusion weights
+    assert sum(not v["held_in"] for v in verifier) == 72 and sum(v["held_in"] for v in verifier) == 24
+    assert {v["problem_id"] for v in verifier if v["held_in"]} == set(seen)
+    assert outcome.method_reports["collaborative_verifier"]["runs"] == 24
 
 
 def test_a_second_evaluation_appends_and_history_stays(evaluated_root):

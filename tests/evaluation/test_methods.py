@@ -7,15 +7,20 @@ import numpy as np
 import polars as pl
 import pytest
 
-from orchrm_dagster.evaluation import EvaluationSettings, any_correct_probability, index_pool, pick_probability
-from orchrm_dagster.evaluation.methods.collaborative_verifier import collaborative_verifier
-from orchrm_dagster.evaluation.methods.common import candidate_set_members, judged, one_sample, ranked_choice
+from orchrm_dagster.evaluation import (EvaluationSettings, VerifierSettings, VerifierWeights, any_correct_probability,
+                                       index_pool, pick_probability)
+from orchrm_dagster.evaluation.methods.collaborative_verifier_fixed import choose as collaborative_verifier_fixed
+from orchrm_dagster.evaluation.methods.common import (candidate_set_members, judged, one_sample, ranked_choice,
+                                                      sampling_costs, token_means)
+from orchrm_dagster.evaluation.pools import GROUP
 from orchrm_dagster.evaluation.methods.majority_vote import majority_vote
 from orchrm_dagster.evaluation.methods.oracle import oracle as oracle_bound
 
 BASE = {"benchmark": "b", "policy": "p", "question": "q", "plan": "plan", "final_answer": "a", "logprob": None,
         "exec_tokens": 100, "score": None, "rm_tokens": 10, "answer": None, "verifier_static": 0.0,
-        "verifier_tokens": 0}
+        "verifier_tokens": 0, "format": 0.0, "steps": 0.0, "length": 0.0, "repetition": 0.0, "similarity": 0.0,
+        "fitted_static": 0.0, "fitted_agreement": 0.0, "fitted_rank": 0.0, "offshelf_score": None,
+        "offshelf_tokens": 0}
 
 
 def pool(*runs: dict) -> pl.DataFrame:
@@ -24,7 +29,10 @@ def pool(*runs: dict) -> pl.DataFrame:
     schema = {"benchmark": pl.String, "policy": pl.String, "problem_id": pl.String, "run_id": pl.String,
               "question": pl.String, "plan": pl.String, "final_answer": pl.String, "logprob": pl.Float64,
               "exec_tokens": pl.Int64, "correct": pl.Boolean, "score": pl.Float64, "rm_tokens": pl.Int64,
-              "answer": pl.String, "verifier_static": pl.Float64, "verifier_tokens": pl.Int64}
+              "answer": pl.String, "verifier_static": pl.Float64, "verifier_tokens": pl.Int64,
+              **dict.fromkeys(("format", "steps", "length", "repetition", "similarity", "fitted_static",
+                               "fitted_agreement", "fitted_rank", "offshelf_score"), pl.Float64),
+              "offshelf_tokens": pl.Int64}
     return index_pool(pl.DataFrame(rows, schema=schema))
 
 
@@ -153,7 +161,8 @@ def test_the_collaborative_verifier_fuses_agreement_with_the_static_panel():
     settings = EvaluationSettings(max_enumerate=10_000)
     for n in (2, 3, 4):
         members = candidate_set_members(pool(*rows), n, settings)
-        frame = collaborative_verifier(members, n, agreement_weight=0.5)
+        weights = VerifierWeights(agreement=0.5)
+        frame = collaborative_verifier_fixed(members, n, EvaluationSettings(verifier=VerifierSettings(weights=weights)))
         accuracy, _ = brute_force(rows, n, verifier_choice(0.5))
         assert frame["accuracy"][0] == pytest.approx(accuracy)
         assert frame["verification"][0] == pytest.approx(40 * n)
@@ -170,12 +179,16 @@ def test_draws_replace_enumeration_above_the_limit_and_are_seeded():
 
 
 def test_judged_sets_pay_the_judge_tokens_and_execute_as_the_method_says():
-    rows = runs("x", [True, False, False])
-    members = candidate_set_members(pool(*rows), 2, EvaluationSettings())
+    rows = runs("x", [True, False, False], exec_tokens=[100, 200, 400])
+    inputs = pool(*rows).with_columns(plan_tokens=pl.lit(10, dtype=pl.Int64))
+    members = candidate_set_members(inputs, 2, EvaluationSettings())
     verdicts = pl.DataFrame({"pkey": [0, 0, 0], "set_id": [0, 1, 2], "slot": [0, 1, 1], "tokens": [90, 110, 100]})
-    plan_judge = judged(members, verdicts, 2, execute_all=False)
-    trajectory_judge = judged(members, verdicts, 2, execute_all=True)
+    picks = judged(members, verdicts).join(inputs.select("pkey", *GROUP).unique(), on="pkey")
+    plan_judge = sampling_costs(picks, token_means(inputs), 2, executes_all=False)
+    trajectory_judge = sampling_costs(picks, token_means(inputs), 2, executes_all=True)
     # sets {0,1}: slot 0 -> r0 right; {0,2}: slot 1 -> r2 wrong; {1,2}: slot 1 -> r2 wrong
     assert plan_judge["accuracy"][0] == pytest.approx(1 / 3)
     assert plan_judge["verification"][0] == pytest.approx(100)
-    assert plan_judge["execution"][0] == pytest.approx(100) and trajectory_judge["execution"][0] == pytest.approx(200)
+    assert plan_judge["execution"][0] == pytest.approx((100 + 400 + 400) / 3)  # the named run only
+    assert trajectory_judge["execution"][0] == pytest.approx(2 * 700 / 3)  # both of each set
+    assert plan_judge["generation"][0] == trajectory_judge["generation"][0] == pytest.approx(20)  # both plans

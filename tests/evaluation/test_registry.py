@@ -25,7 +25,7 @@ LOWEST_RUN_ID = EvaluationMethod(
 
 @pytest.fixture
 def with_lowest_run_id(monkeypatch):
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registered_methods()))  # forgotten after the test
+    monkeypatch.setattr(registry.METHODS, "_entries", dict(registered_methods()))  # forgotten after the test
     register_method(LOWEST_RUN_ID)
 
 
@@ -70,7 +70,7 @@ def test_only_an_llm_judge_has_a_judge_prompt():
 
 def test_an_llm_backend_is_needed_exactly_when_a_chosen_method_is_an_llm_judge():
     judges = {name for name, method in registered_methods().items() if method.kind is MethodKind.LLM_JUDGE}
-    assert judges == {"plan_judge", "trajectory_judge"}
+    assert judges == {"plan_judge", "trajectory_judge", "trajectory_judge_truncated"}
     assert EvaluationSettings().needs_llm_backend
     assert not EvaluationSettings(methods=tuple(set(method_names()) - judges)).needs_llm_backend
     for judge in judges:

@@ -130,3 +130,12 @@ def test_a_smaller_reingest_leaves_no_stale_parts(tmp_path, storage_root, good_r
     ingest_batch(storage_root, landed.batch_id, landed.path, workers=1)
     assert len(storage_root.batch_files("runs", landed.batch_id)) == 1
     assert counts(storage_root)["runs"] == 3
+
+
+def test_a_table_file_written_before_a_column_existed_shows_that_column_as_null(storage_root):
+    old_rows = pa.table({"round": [1], "policy_checkpoint": ["grpo-r0001"], "reward_mode": ["orchrm"]})
+    storage_root.write_table(old_rows, storage_root.table_file("grpo_rounds"))
+    warehouse = Warehouse(storage_root)
+    warehouse.refresh_views(("grpo_rounds",))
+    rows = warehouse.query("select round, reward_mode, method, training_tokens from grpo_rounds").to_pylist()
+    assert rows == [{"round": 1, "reward_mode": "orchrm", "method": None, "training_tokens": None}]

@@ -56,5 +56,5 @@ def test_from_jsonl(tmp_path):
     rows = [{"doc": "d1", "body": DOCUMENTS[0]}, {"body": DOCUMENTS[3]}, {"doc": "d3", "body": DOCUMENTS[4]}]
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n\n")
     retriever = BM25Retriever.from_jsonl(path, text_field="body", id_field="doc")
-    assert retriever.ids == ["d1", "1", "d3"]
-    assert retriever.search("highest mountain Japan")[0][0] == "1"
+    assert retriever.ids == ["d1", "2", "d3"]  # a line without an id: its line number
+    assert retriever.search("highest mountain Japan")[0][0] == "2"

@@ -81,7 +81,7 @@ def test_a_generation_that_failed_is_not_executed_and_says_so():
     backend = ScriptedBackend()
     from orchrm_dagster.orchestration.execution import _execute
 
-    assert _execute(sample, backend, ExecutionSettings()) is None and backend.requests == []
+    assert _execute(sample, backend, ExecutionSettings(), None) is None and backend.requests == []
 
 
 def test_execution_writes_contract_records_with_token_accounting(tmp_path):

@@ -17,12 +17,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchrm_dagster"
 
-FOUNDATION = {"contract", "engine_config", "devices", "reporting"}
+FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry"}
 ALLOWED: dict[str, set[str]] = {
     "contract": set(),
     "engine_config": set(),
     "devices": set(),
     "reporting": set(),
+    "registry": set(),
     "storage": {"contract", "engine_config"},
     "plans": set(),
     "llm": {"engine_config", "devices"},
@@ -34,9 +35,9 @@ ALLOWED: dict[str, set[str]] = {
     "synthetic": {"contract", "plans", "problems"},
     "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic"},
     "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm"},
-    "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting"},
+    "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting", "registry"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
-             "orchestration", "evaluation", "reporting"},
+             "orchestration", "evaluation", "reporting", "registry"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
 }
 GLUE = {"glue", "definitions"}

@@ -8,11 +8,16 @@ the registry imports every module here. The settings' validation, the CLI's `--m
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
+from orchrm_dagster.registry import Registry
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from orchrm_dagster.evaluation.settings import EvaluationSettings
 
 
 class MethodKind(Enum):
@@ -37,8 +42,13 @@ class EvaluationMethod:
     choose: Callable  # see MethodKind for what each kind is given and returns
     executes_all: bool  # every one of the N candidates is executed (else only the chosen one)
     needs_reward_model: bool = False  # ranks by the champion's scores (the pool's `score`)
-    needs_verifier_panel: bool = False  # reads the collaborative verifier's panel scores (`verifier_static`)
+    # prepare(preparation) adds the per-run columns `choose` reads to preparation.pool, once per evaluation and
+    # before any choice; methods that name the same function share one call (see `prepare_pool`)
+    prepare: Callable[[Preparation], None] | None = None
     judge_prompt: str | None = None  # an LLM judge's prompt (orchrm_dagster/mas/prompts/<judge_prompt>.txt)
+    # an LLM judge: "full" reads every candidate whole (a knockout when N do not fit its context), "truncated" cuts
+    # each at the judge settings' max_candidate_chars (see evaluation.judges)
+    judge_reading: str = "full"
     max_n: int | None = None  # evaluated only up to this N (the one-sample baseline: 1)
 
     def __post_init__(self) -> None:
@@ -52,39 +62,33 @@ class EvaluationMethod:
         return self.kind is MethodKind.LLM_JUDGE
 
 
-_REGISTRY: dict[str, EvaluationMethod] = {}
-_modules_imported = False
+@dataclass
+class Preparation:
+    """What a method's `prepare` reads (the evaluation's storage root, settings, champions and the problems each
+    domain's champion saw) and what it leaves: the pool with its columns added, rows for tables written with the
+    evaluation (by table name), notes, and figures reported beside the evaluation (by method)."""
+
+    root: Any
+    pool: pl.DataFrame
+    settings: EvaluationSettings
+    evaluation_id: str
+    champions: Mapping[str, int]
+    seen: Mapping[str, frozenset[str]]
+    tables: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    reports: dict[str, dict] = field(default_factory=dict)
 
 
-def register_method(method: EvaluationMethod) -> EvaluationMethod:
-    """Adds `method` to the registry (what a method's module does when imported)."""
-    if _REGISTRY.get(method.name, method) is not method:
-        raise ValueError(f"two evaluation methods are named {method.name!r}")
-    _REGISTRY[method.name] = method
-    return method
+def prepare_pool(preparation: Preparation, methods: list[EvaluationMethod]) -> Preparation:
+    """Runs each distinct `prepare` of `methods` once, in the methods' order (nothing for an empty pool)."""
+    if preparation.pool.height:
+        for prepare in dict.fromkeys(method.prepare for method in methods if method.prepare is not None):
+            prepare(preparation)
+    return preparation
 
 
-def registered_methods() -> dict[str, EvaluationMethod]:
-    """Every registered method by name, sorted by name."""
-    _import_method_modules()
-    return dict(sorted(_REGISTRY.items()))
-
-
-def method_names() -> tuple[str, ...]:
-    return tuple(registered_methods())
-
-
-def method_named(name: str) -> EvaluationMethod:
-    """The registered method `name`; ValueError naming it and the known ones otherwise."""
-    methods = registered_methods()
-    if name not in methods:
-        raise ValueError(f"unknown evaluation method {name!r}; known: {', '.join(methods)}")
-    return methods[name]
-
-
-def _import_method_modules() -> None:
-    global _modules_imported
-    if not _modules_imported:
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
-        _modules_imported = True
+METHODS: Registry[EvaluationMethod] = Registry("evaluation method", __name__, skip=())
+register_method = METHODS.register
+registered_methods = METHODS.all
+method_names = METHODS.names
+method_named = METHODS.named

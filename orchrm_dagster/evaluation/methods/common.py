@@ -2,9 +2,10 @@
 
 Every method returns one row per problem (by `GROUP` for the ranked choices, by `pkey` for the set-based ones,
 whose members carry numbers only, so that millions of candidate-set rows stay small): `accuracy` (expected
-correctness of the run chosen), `verification` (tokens spent choosing) and `execution` (orchestrator + sub-agent
-tokens of the runs the method must execute), each the expectation over candidate sets drawn uniformly from the
-problem's pool.
+correctness of the run chosen), `verification` (tokens spent choosing) and `execution` (sub-agent tokens of the runs
+the method must execute), each the expectation over candidate sets drawn uniformly from the problem's pool.
+`sampling_costs` then adds `generation` (the orchestrator tokens of all N sampled plans) and settles `execution` by
+the method's `executes_all`: one rule for every method.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ import polars as pl
 from orchrm_dagster.evaluation.expectation import candidate_sets, pick_probability
 from orchrm_dagster.evaluation.pools import GROUP
 from orchrm_dagster.evaluation.settings import EvaluationSettings
+from orchrm_dagster.evaluation.verifier import STATIC_EVALUATORS
 
 RESULT_COLUMNS = (*GROUP, "accuracy", "verification", "execution")
-MEMBER_COLUMNS = ("correct", "vote", "exec_tokens", "verifier_static", "verifier_tokens")
+COST_COLUMNS = (*RESULT_COLUMNS, "generation")
+# the verifier panel's columns (collaborative_verifier) are carried when its `prepare` added them to the pool
+MEMBER_COLUMNS = ("correct", "vote", "exec_tokens", "verifier_static", "verifier_tokens", *STATIC_EVALUATORS,
+                  "fitted_static", "fitted_agreement", "fitted_rank")
 SET_RESULT_COLUMNS = ("pkey", "accuracy", "verification", "execution")
 
 
@@ -26,6 +31,24 @@ def one_sample(pool: pl.DataFrame) -> pl.DataFrame:
     return pool.group_by(GROUP).agg(
         accuracy=pl.col("correct").cast(pl.Float64).mean(), verification=pl.lit(0.0),
         execution=pl.col("exec_tokens").cast(pl.Float64).mean())
+
+
+def token_means(pool: pl.DataFrame) -> pl.DataFrame:
+    """Each problem's mean plan (orchestrator) and execution (sub-agent) tokens per run: what `sampling_costs` reads."""
+    return pool.group_by(GROUP).agg(plan=pl.col("plan_tokens").cast(pl.Float64).mean(),
+                                    run=pl.col("exec_tokens").cast(pl.Float64).mean())
+
+
+def sampling_costs(frame: pl.DataFrame, means: pl.DataFrame, n: int, executes_all: bool) -> pl.DataFrame:
+    """`frame` (one row per GROUP, RESULT_COLUMNS) with the honest cost of drawing N: every method samples N plans,
+    so `generation` is N x the problem's mean orchestrator tokens whatever it then executes; a method that executes
+    all N pays N x the mean sub-agent tokens, one that picks before execution only its chosen run's (the method's
+    own `execution`). `means`: `token_means` of the pool (expectations over uniformly drawn sets)."""
+    costed = frame.select(*RESULT_COLUMNS).join(means, on=list(GROUP), how="left").with_columns(
+        generation=pl.col("plan").fill_null(0.0) * n)
+    if executes_all:
+        costed = costed.with_columns(execution=pl.col("run").fill_null(0.0) * n)
+    return costed.select(*COST_COLUMNS)
 
 
 def ranked_choice(pool: pl.DataFrame, key: str, n: int, verification_column: str | None) -> pl.DataFrame:
@@ -76,14 +99,12 @@ def per_problem(chosen: pl.DataFrame, members: pl.DataFrame, n: int, verificatio
     return accuracy.join(costs, on="pkey").select(SET_RESULT_COLUMNS)
 
 
-def judged(members: pl.DataFrame, verdicts: pl.DataFrame, n: int, execute_all: bool) -> pl.DataFrame:
-    """The candidate an LLM judge named, over the judged sets (`verdicts`: pkey, set_id, slot, tokens)."""
+def judged(members: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
+    """The candidate an LLM judge named, over the judged sets (`verdicts`: pkey, set_id, slot, tokens: every call
+    the set took); `execution` is the named run's (`sampling_costs` makes it all N for a judge that executes all)."""
     chosen = members.join(verdicts.select("pkey", "set_id", "slot"), on=["pkey", "set_id", "slot"])
     accuracy = chosen.group_by("pkey").agg(
         accuracy=pl.col("correct").cast(pl.Float64).mean(),
-        chosen_exec=pl.col("exec_tokens").cast(pl.Float64).mean())
+        execution=pl.col("exec_tokens").cast(pl.Float64).mean())
     tokens = verdicts.group_by("pkey").agg(verification=pl.col("tokens").cast(pl.Float64).mean())
-    every = members.group_by("pkey").agg(all_exec=pl.col("exec_tokens").cast(pl.Float64).mean() * n)
-    result = accuracy.join(tokens, on="pkey").join(every, on="pkey")
-    return result.select("pkey", "accuracy", "verification",
-                         execution=pl.col("all_exec") if execute_all else pl.col("chosen_exec"))
+    return accuracy.join(tokens, on="pkey").select(SET_RESULT_COLUMNS)

@@ -1,4 +1,5 @@
-"""`plan_judge`: an LLM names the best of the N plans before any is executed; only that one is."""
+"""`plan_judge`: an LLM names the best of the N plans, read whole (a knockout if they do not fit its context),
+before any is executed; only that one is."""
 
 from __future__ import annotations
 

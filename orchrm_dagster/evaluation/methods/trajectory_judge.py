@@ -1,4 +1,5 @@
-"""`trajectory_judge`: an LLM names the best of the N executed trajectories (so all N are executed)."""
+"""`trajectory_judge`: an LLM names the best of the N executed trajectories (so all N are executed), reading each
+whole (a knockout when the N do not fit its context; `trajectory_judge_truncated` is the cheaper cut reading)."""
 
 from __future__ import annotations
 
@@ -15,5 +16,5 @@ def executed_trajectories(root: StorageRoot, runs: pl.DataFrame) -> dict[str, st
 
 
 TRAJECTORY_JUDGE = register_method(EvaluationMethod(
-    name="trajectory_judge", description="an LLM names the best of the N executed trajectories",
+    name="trajectory_judge", description="an LLM names the best of the N executed trajectories, read whole",
     kind=MethodKind.LLM_JUDGE, choose=executed_trajectories, executes_all=True, judge_prompt="judge_trajectories"))

@@ -87,30 +87,40 @@ def _one_per_plan(values, plans: int) -> bool:
     return isinstance(values, (list, tuple)) and len(values) == plans
 
 
+def choices_of(choices: Sequence | None, plans: int) -> list[tuple[str, ...] | None]:
+    """The dataset's `choices` column as one tuple (or None) per plan; None for a dataset without the column."""
+    if choices is None:
+        return [None] * plans
+    return [tuple(c) if c else None for c in choices]
+
+
 class Rollouts:
-    """Executes plans once for every reward that needs the trajectory (a cache keyed by question and plan)."""
+    """Executes plans once for every reward that needs the trajectory (a cache keyed by question, choices and plan).
+    Plans run with `settings`' corpus for WebSearchAgent, as every executor entry point does."""
 
     def __init__(self, backend: LLMBackend, settings: ExecutionSettings):
         self.backend = backend
         self.settings = settings
-        self.results: dict[tuple[str, str], object] = {}
+        self.results: dict[tuple, object] = {}
         self.tokens = 0
         self._lock = threading.Lock()
 
-    def run(self, questions: Sequence[str], plans: Sequence[str], answer_types: Sequence[str]) -> list:
-        todo = list(dict.fromkeys((q, p, t) for q, p, t in zip(questions, plans, answer_types)
-                                  if (q, p) not in self.results))
+    def run(self, questions: Sequence[str], plans: Sequence[str], answer_types: Sequence[str],
+            choices: Sequence | None = None) -> list:
+        keys = [(q, c, p) for q, c, p in zip(questions, choices_of(choices, len(plans)), plans)]
+        todo = list(dict.fromkeys((key, t) for key, t in zip(keys, answer_types) if key not in self.results))
         if todo:
-            results = execute_plans([PlanJob(q, p, t) for q, p, t in todo], self.backend, self.settings)
+            jobs = [PlanJob(q, p, t, choices=c) for (q, c, p), t in todo]
+            results = execute_plans(jobs, self.backend, self.settings)
             with self._lock:
-                for (q, p, _), result in zip(todo, results):
-                    self.results[(q, p)] = result
+                for (key, _), result in zip(todo, results):
+                    self.results[key] = result
                     self.tokens += result.prompt_tokens + result.completion_tokens
-        return [self.results[(q, p)] for q, p in zip(questions, plans)]
+        return [self.results[key] for key in keys]
 
-    def run_counted(self, reward: PlanReward, questions, plans, answer_types) -> list:
+    def run_counted(self, reward: PlanReward, questions, plans, answer_types, choices=None) -> list:
         """`run`, adding the sub-agent tokens it spent to `reward.rollout_tokens`."""
         before = self.tokens
-        results = self.run(questions, plans, answer_types)
+        results = self.run(questions, plans, answer_types, choices)
         reward.rollout_tokens += self.tokens - before
         return results

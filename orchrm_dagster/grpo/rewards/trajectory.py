@@ -4,7 +4,7 @@ baseline the reward model is measured against."""
 from __future__ import annotations
 
 from orchrm_dagster.engine_config import engine_config
-from orchrm_dagster.grpo.rewards.base import PlanReward, RewardContext, RewardKind, Rollouts
+from orchrm_dagster.grpo.rewards.base import PlanReward, RewardContext, RewardKind, Rollouts, choices_of
 from orchrm_dagster.labels import label_answer
 
 
@@ -18,10 +18,11 @@ class TrajectoryReward(PlanReward):
         super().__init__(REWARD.name, margin)
         self.rollouts = rollouts
 
-    def raw_rewards(self, plans, question, answer, answer_type, **_) -> list[float]:
-        results = self.rollouts.run_counted(self, question, plans, answer_type)
-        return [float(result.error is None and label_answer(kind, reference, result.final_answer).is_correct)
-                for result, reference, kind in zip(results, answer, answer_type)]
+    def raw_rewards(self, plans, question, answer, answer_type, choices=None, **_) -> list[float]:
+        results = self.rollouts.run_counted(self, question, plans, answer_type, choices)
+        return [float(result.error is None and label_answer(kind, reference, result.final_answer, options).is_correct)
+                for result, reference, kind, options in zip(results, answer, answer_type,
+                                                            choices_of(choices, len(plans)))]
 
 
 def build(config: TrajectoryRewardSettings, context: RewardContext) -> TrajectoryReward:

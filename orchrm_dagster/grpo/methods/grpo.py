@@ -1,0 +1,36 @@
+"""`grpo`: TRL's GRPOTrainer on plans sampled from the policy, rewarded by `GRPOSettings.rewards` (by default the
+champion reward model's score: no rollouts)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from orchrm_dagster.engine_config import engine_config
+from orchrm_dagster.grpo.methods import register_method
+from orchrm_dagster.grpo.methods.base import MethodContext, TrainingMethod, logged_tokens
+
+
+@engine_config
+class GRPOMethodSettings:
+    """No settings of its own: GRPO is configured by the round's fields (steps, group_size, rewards, kl_beta...)."""
+
+
+def train(config: GRPOMethodSettings, context: MethodContext):
+    from orchrm_dagster.grpo.rewards import RewardContext, Rollouts
+    from orchrm_dagster.grpo.round import _dataset, _rewards
+    from orchrm_dagster.grpo.train import train_round
+
+    settings = context.settings
+    rollouts = Rollouts(context.subagent_backend, settings.execution)
+    rewards = _rewards(settings, RewardContext(context.scorer, rollouts, settings.device, settings.unparseable_margin))
+    context.on_step(f"round {context.round_number}: GRPO, {settings.steps} steps x {settings.group_size} plans "
+                    f"({settings.reward_label} reward)")
+    trained = train_round(context.model_dir, _dataset(context.policy, context.problems, settings), rewards, settings,
+                          context.output_dir)
+    return dataclasses.replace(trained, reward_tokens=sum(r.reward_tokens for r in rewards),
+                               rollout_tokens=rollouts.tokens, training_tokens=logged_tokens(trained.log_history))
+
+
+METHOD = register_method(TrainingMethod(
+    name="grpo", description="GRPO on sampled plans, rewarded by `rewards` (the reward model: no rollouts)",
+    config=GRPOMethodSettings, train=train, reward_mode=lambda settings: settings.reward_label))
