@@ -13,7 +13,7 @@ from orchrm_dagster.glue.cli import main
 from orchrm_dagster.glue.commands import ingest_files, materialize_selection, orchestrate
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # a loaded CI machine needs more than 600 s
 
 SMALL_RM = {"max_length": 192, "max_train_pairs": 320, "batch_size": 16, "epochs": 2.0, "learning_rate": 1e-4}
 SMALL_EXECUTION = {"subagent_max_new_tokens": 48, "agents": {"sc_samples": 2, "debate_rounds": 1}}

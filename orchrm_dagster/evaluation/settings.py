@@ -34,6 +34,9 @@ class VerifierSettings:
     min_fit_runs: int = Field(
         default=20, description="collaborative_verifier fits its fusion weights on at least this many labeled runs "
                                 "of problems the reward model saw (both outcomes among them); else the fixed weights")
+    max_fit_problems: int = Field(
+        default=200, description="collaborative_verifier fits on the runs of at most this many of those problems "
+                                 "(a seeded sample): the fit's scoring cost stays bounded however large the history")
 
 
 @engine_config

@@ -181,3 +181,14 @@ def test_without_enough_held_in_runs_both_variants_fuse_by_the_fixed_weights(eva
     assert outcome.method_reports["collaborative_verifier"]["fitted"] is False
     rows = {(r["method"], r["n"]): r["accuracy"] for r in outcome.rows}
     assert all(rows[("collaborative_verifier", n)] == rows[("collaborative_verifier_fixed", n)] for n in (2, 4))
+
+
+def test_the_fit_reads_the_runs_of_at_most_max_fit_problems_held_in_problems_whole():
+    import polars as pl
+
+    from orchrm_dagster.evaluation.methods.collaborative_verifier import fit_sample
+
+    held_in = pl.DataFrame({"pkey": [k for k in range(10) for _ in range(3)], "run_id": [f"r{i}" for i in range(30)]})
+    sampled = fit_sample(held_in, 4, seed=0)
+    assert sampled["pkey"].n_unique() == 4 and sampled.height == 12  # every run of each chosen problem
+    assert fit_sample(held_in, 4, seed=0).equals(sampled) and fit_sample(held_in, 10, seed=0).equals(held_in)

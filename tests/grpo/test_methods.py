@@ -59,7 +59,7 @@ def with_method(name: str, **section) -> GRPOSettings:
 
 def fake_execution(answers: dict[str, str] | None, monkeypatch) -> list:
     """Sub-agents that answer each question with `answers[question]` (None: a wrong answer), 15 tokens a plan."""
-    import orchrm_dagster.orchestration as orchestration
+    import orchrm_dagster.grpo.round as round_module
 
     executed = []
 
@@ -69,7 +69,7 @@ def fake_execution(answers: dict[str, str] | None, monkeypatch) -> list:
                                 calls=[], prompt_tokens=10, completion_tokens=5, error=None, plan_error=None)
                 for job in jobs]
 
-    monkeypatch.setattr(orchestration, "execute_plans", execute_plans)
+    monkeypatch.setattr(round_module, "execute_plans", execute_plans)  # what execute_and_label runs
     return executed
 
 

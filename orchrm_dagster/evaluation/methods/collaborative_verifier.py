@@ -162,6 +162,15 @@ def fit_fusion(held_in: pl.DataFrame, min_runs: int) -> FusionFit | None:
                      accuracy=float(model.score(features, correct)))
 
 
+def fit_sample(held_in: pl.DataFrame, max_problems: int, seed: int) -> pl.DataFrame:
+    """The runs of at most `max_problems` of the held-in problems, drawn with `seed` (all of them when fewer)."""
+    keys = held_in["pkey"].unique().sort()
+    if keys.len() <= max_problems:
+        return held_in
+    chosen = keys.sample(max_problems, seed=seed)
+    return held_in.filter(pl.col("pkey").is_in(chosen.to_list()))
+
+
 def prepare_fitted_panel(preparation: Preparation) -> None:
     """The panel's scores (`prepare_panel`), and the fusion weights fitted on the held-in runs as per-run columns:
     `fitted_static` (the weighted static scores), `fitted_agreement` and `fitted_rank` (the set-dependent scores'
@@ -170,6 +179,7 @@ def prepare_fitted_panel(preparation: Preparation) -> None:
     verifier = preparation.settings.verifier
     held_in = candidate_pool(preparation.root, preparation.settings, preparation.champions, preparation.seen,
                              held_out=False)
+    held_in = fit_sample(held_in, verifier.max_fit_problems, preparation.settings.seed)
     if held_in.height:
         held_in = with_comparisons(held_in.join(panel_partials(preparation.root, held_in, verifier), on="run_id",
                                                 how="left"))
