@@ -46,23 +46,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="orchrm-grpo-bench-") as tmp:
         os.environ["ORCHRM_STORAGE"] = str(Path(tmp, "storage"))
         os.environ["DAGSTER_HOME"] = str(Path(tmp, "dagster_home"))
-        from orchrm_dagster.definitions import build_definitions
-        from orchrm_dagster.glue.commands import ingest_files
-        from orchrm_dagster.glue.main_job import materialize_or_fail
         from orchrm_dagster.grpo import GRPOSettings, run_round
         from orchrm_dagster.llm import TransformersSpec
         from orchrm_dagster.orchestration import ExecutionSettings
-        from orchrm_dagster.synthetic import generate_runs, write_jsonl
+        from policy_methods import trained_champion  # bench/ is the script's folder, first on sys.path
 
-        defs = build_definitions()
-        history = Path(tmp, "history.jsonl")
-        write_jsonl(generate_runs(1200, seed=1, plans_decide=True, first_problem=12), history)
-        materialize_or_fail(defs, 'key:"problems"')
-        ingest_files(defs, [history])
-        materialize_or_fail(defs, 'key:"pairs"')
-        materialize_or_fail(defs, 'key:"reward_model"', {"ops": {"reward_model": {"config": {"max_train_pairs": 320}}}})
-        root = defs.resources["storage"].storage_root()
-        registry = defs.resources["policy_registry"].all_policies()
+        root, registry = trained_champion(tmp)
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         rows = {}
         for number, mode in enumerate(("orchrm", "trajectory"), start=1):

@@ -41,7 +41,7 @@ def main() -> None:
         os.environ["ORCHRM_STORAGE"] = str(storage)
         os.environ["DAGSTER_HOME"] = str(Path(tmp, "dagster_home"))
         os.environ["ORCHRM_CACHE"] = str(Path(tmp, "cache"))
-        registry = trained_champion(tmp)
+        _, registry = trained_champion(tmp)
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         rows = {label: run_method(storage, Path(tmp, label), settings, registry)
                 for label, settings in variants(args).items()}
@@ -49,9 +49,9 @@ def main() -> None:
         print(markdown(rows))
 
 
-def trained_champion(tmp: str) -> dict:
-    """The generated history ingested, its pairs built and the champion trained (as bench/grpo.py does): the
-    policy registry."""
+def trained_champion(tmp: str) -> tuple:
+    """The generated history ingested, its pairs built and the champion trained (bench/grpo.py starts the same way):
+    the storage root and the policy registry."""
     from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.glue.commands import ingest_files
     from orchrm_dagster.glue.main_job import materialize_or_fail
@@ -65,8 +65,9 @@ def trained_champion(tmp: str) -> dict:
     ingest_files(defs, [history])
     materialize_or_fail(defs, 'key:"pairs"')
     materialize_or_fail(defs, 'key:"reward_model"', {"ops": {"reward_model": {"config": {"max_train_pairs": 320}}}})
-    base_model_dir(defs.resources["storage"].storage_root(), None)  # de-quantized once, before the root is copied
-    return defs.resources["policy_registry"].all_policies()
+    root = defs.resources["storage"].storage_root()
+    base_model_dir(root, None)  # de-quantized once, before the root is copied
+    return root, defs.resources["policy_registry"].all_policies()
 
 
 def variants(args) -> dict:
