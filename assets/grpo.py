@@ -4,6 +4,7 @@ from orchrm_dagster.glue.run_configs import GRPORoundConfig
 from orchrm_dagster.glue.partitions import GPU_POOL, grpo_rounds
 from orchrm_dagster.glue.deployment import GPU_STEP
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
+from orchrm_dagster.glue.training_logs import training_logs_metadata
 from orchrm_dagster.grpo import read_table, rounds_png, run_round
 from orchrm_dagster.reporting import markdown_image, markdown_table
 
@@ -20,14 +21,16 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
     `checkpoint` from then on) and a `grpo_rounds` row with the method, reward, KL, every token it spent and the
     held-out reward before and after."""
     root = storage.storage_root()
-    outcome = run_round(root, int(context.partition_key), config.to_engine(), policy_registry.all_policies(root),
-                        llm.spec(), on_step=context.log.info)
+    settings = config.to_engine()
+    outcome = run_round(root, int(context.partition_key), settings, policy_registry.all_policies(root), llm.spec(),
+                        on_step=context.log.info)
     storage.warehouse().refresh_views(("policy_checkpoints", "grpo_rounds"))
     rows = read_table(root, "grpo_rounds")
     row = outcome.row
     return dg.MaterializeResult(metadata={
         "policy": outcome.policy,
         "checkpoint": outcome.path,
+        **training_logs_metadata([settings.training_logs(outcome.path)] if outcome.path else []),
         **{key: row[key] for key in ("method", "rm_version", "steps", *TOKEN_COLUMNS)},
         **{key: round(row[key], 4) if row[key] is not None else None
            for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy")},

@@ -4,6 +4,7 @@ from orchrm_dagster.glue.run_configs import PairsConfig, RewardModelConfig, Scor
 from orchrm_dagster.glue.partitions import GPU_POOL, WAREHOUSE_POOL
 from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
 from orchrm_dagster.glue.resources import StorageResource
+from orchrm_dagster.glue.training_logs import training_logs_metadata
 from orchrm_dagster.pairs import build_pairs_table
 from orchrm_dagster.reporting import markdown_table
 
@@ -44,7 +45,13 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
     champion_now = {d: r["version"] for r in versions for d in r["champion_of"]}
     return dg.MaterializeResult(metadata={
         "trained_versions": [o.version for o in outcomes],
+        # the pairs each version trained and validated on, saved beside it (the `rm_training_pairs` view)
+        "training_pairs": {str(o.version): {"path": o.training_pairs, "train_rows": o.train_pairs,
+                                            "validation_rows": o.validation_pairs,
+                                            "pair_set_fingerprint": o.pair_set_fingerprint} for o in outcomes},
+        "retrained_from": config.retrain_from_version,
         "champion_of": {str(o.version): list(o.champion_of) for o in outcomes},
+        **training_logs_metadata([config.to_engine().training_logs(o.path) for o in outcomes]),
         "champions": dg.MetadataValue.md(markdown_table(
             ["domain", "champion", "trained", "its accuracy", "previous champion", "its accuracy", "pairs judged on"],
             [(d, champion_now.get(d), o.version, v.accuracy, v.champion, v.champion_accuracy, v.pairs)

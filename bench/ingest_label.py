@@ -1,6 +1,11 @@
 """Ingest and label a generated batch of N runs with 1-3 KB plans; print runs/s and peak RSS.
 
     .venv/bin/python bench/ingest_label.py [--runs 1000000] [--bad-every 1000]
+    .venv/bin/python bench/ingest_label.py --compare [--runs 100000] [--repeat 3]
+
+--compare times, side by side on the same file, DuckDB's own `COPY (SELECT * FROM read_json(...)) TO '...parquet'`
+(the floor: parse and write, no contract) and `ingest_batch` (parse, validate, quarantine, write), alternating
+the two `--repeat` times so a loaded machine weighs on both alike, and prints each best time and their ratio.
 
 The batch is generated once into bench/out/ (reused on later runs). Ingestion and labeling run in a child
 process so that its peak RSS is theirs alone.
@@ -52,12 +57,73 @@ def ingest_and_label(batch: str, root_dir: str, queue) -> None:
     queue.put((ingest, labels))
 
 
+def _cpu_seconds() -> float:
+    # this process and its finished children (ingest's worker processes): CPU time, which a loaded machine
+    # disturbs far less than wall time
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(work) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), _cpu_seconds()
+    work()
+    return time.perf_counter() - wall, _cpu_seconds() - cpu
+
+
+def time_duckdb(batch: Path, out_dir: str, threads: int | None) -> tuple[float, float]:
+    import duckdb
+
+    config = {"threads": threads} if threads else {}
+    with duckdb.connect(config=config) as con:
+        # ignore_errors: the floor skips the malformed lines, as ingest quarantines them
+        return timed(lambda: con.execute(
+            f"COPY (SELECT * FROM read_json('{batch}', format='newline_delimited', ignore_errors=true)) "
+            f"TO '{out_dir}/duckdb.parquet' (FORMAT parquet, COMPRESSION zstd)"))
+
+
+def time_ingest(batch: Path, root_dir: str, index: int) -> tuple[float, float]:
+    from orchrm_dagster.ingest.batch import ingest_batch
+    from orchrm_dagster.storage.root import StorageRoot
+
+    # a new batch id each round: no re-ingest shortcut
+    return timed(lambda: ingest_batch(StorageRoot(root_dir), f"bench{index}", str(batch)))
+
+
+def compare(batch: Path, repeat: int, threads: int | None) -> None:
+    import pyarrow as pa
+
+    pa.array([0])  # pyarrow imports pandas on its first conversion: not a cost of either side
+    lines = sum(1 for _ in open(batch, "rb"))
+    duck, ours = [], []
+    with tempfile.TemporaryDirectory(prefix="orchrm-bench-") as root_dir:
+        for i in range(repeat):
+            duck.append(time_duckdb(batch, root_dir, threads))
+            ours.append(time_ingest(batch, root_dir, i))
+            print(f"  round {i + 1}: duckdb {duck[-1][0]:.2f} s ({duck[-1][1]:.2f} s CPU), "
+                  f"ingest {ours[-1][0]:.2f} s ({ours[-1][1]:.2f} s CPU)")
+    (duck_wall, duck_cpu), (ours_wall, ours_cpu) = _best(duck), _best(ours)
+    print(f"batch: {lines:,} lines, {batch.stat().st_size / 2**20:.0f} MiB; best of {repeat}")
+    print(f"duckdb read_json -> parquet: {duck_wall:.2f} s = {lines / duck_wall:,.0f} runs/s ({duck_cpu:.2f} s CPU)")
+    print(f"orchrm ingest_batch:         {ours_wall:.2f} s = {lines / ours_wall:,.0f} runs/s ({ours_cpu:.2f} s CPU)")
+    print(f"ratio ingest / duckdb: {ours_wall / duck_wall:.2f}x wall, {ours_cpu / duck_cpu:.2f}x CPU")
+
+
+def _best(timings: list[tuple[float, float]]) -> tuple[float, float]:
+    return min(wall for wall, _ in timings), min(cpu for _, cpu in timings)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--bad-every", type=int, default=1000, help="every Nth line is malformed (0: none)")
+    parser.add_argument("--compare", action="store_true", help="time ingest against DuckDB read_json -> Parquet")
+    parser.add_argument("--repeat", type=int, default=3, help="--compare: rounds, each timing both")
+    parser.add_argument("--threads", type=int, default=None, help="--compare: DuckDB threads (default: all cores)")
     args = parser.parse_args()
     batch = make_batch(args.runs, args.bad_every)
+    if args.compare:
+        compare(batch, args.repeat, args.threads)
+        return
     with tempfile.TemporaryDirectory(prefix="orchrm-bench-") as root_dir:
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()

@@ -53,5 +53,10 @@ def s3_endpoint(monkeypatch):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    endpoint = f"http://{host}:{port}"
+    # moto's backends live in the process, not in the server: each test starts from no buckets
+    import httpx
+
+    httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()
+    yield endpoint
     server.stop()

@@ -1,4 +1,6 @@
 import json
+import os
+import re
 
 import dagster as dg
 from click.testing import CliRunner
@@ -22,6 +24,10 @@ def test_ingest_status_query_and_reingest_through_the_cli(isolated_env):
     first = invoke("ingest", str(EXAMPLE_BATCH))
     assert first.exit_code == 0, first.output
     assert "example_runs.jsonl" in first.output
+    # not a terminal: one plain line per step, with its elapsed time and what it produced
+    assert re.search(r"^\d\d:\d\d:\d\d  started   ingesting example_runs\.jsonl$", first.output, re.M)
+    assert re.search(r"^\d\d:\d\d:\d\d  finished  ingesting example_runs\.jsonl \(\d+(\.\d)? s\): 48 runs, "
+                     r"6 quarantined, 48 labeled, 30 correct$", first.output, re.M), first.output
 
     totals = query_json("select (select count(*) from runs) runs, (select count(*) from quarantine) quarantined, "
                         "(select count(*) from labels) labeled")
@@ -48,8 +54,22 @@ def test_materialize_by_key_and_csv_query(isolated_env):
     result = invoke("materialize", "problems")
     assert result.exit_code == 0, result.output
     csv_out = invoke("query", "--format", "csv", "select benchmark, count(*) n from problems group by 1 order by 1")
-    assert csv_out.output.splitlines() == ["benchmark,n", "aime24,30", "aime25,30", "gsm8k,1319", "hotpotqa,500",
-                                           "math500,500"]
+    assert csv_out.output == "benchmark,n\naime24,30\naime25,30\ngsm8k,1319\nhotpotqa,500\nmath500,500\n"  # LF only
+
+
+def test_model_load_bars_and_reports_are_silent_unless_verbose(isolated_env, monkeypatch):
+    from orchrm_dagster.glue.cli import QUIET_MODEL_LOADS
+
+    for name in QUIET_MODEL_LOADS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "info")  # a user's own choice is kept
+    CliRunner().invoke(main, ["query", "select 1"])
+    assert os.environ["TQDM_DISABLE"] == "1" and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
+    for name in QUIET_MODEL_LOADS:
+        monkeypatch.delenv(name, raising=False)
+    CliRunner().invoke(main, ["--verbose", "query", "select 1"])
+    assert not any(name in os.environ for name in QUIET_MODEL_LOADS)
 
 
 def test_query_is_read_only_and_errors_are_clear(isolated_env):
@@ -65,6 +85,8 @@ def test_a_failed_step_shows_its_cause_not_dagsters_wrapper(isolated_env):
     result = invoke("materialize", "reward_model")
     assert result.exit_code == 1
     assert "no training pairs" in result.output and "Error occurred while executing op" not in result.output
+    assert re.search(r"FAILED    materializing key:\"reward_model\" \(\d+(\.\d)? s\): run \S+: .*no training pairs",
+                     result.output), result.output
 
 
 def test_a_batch_whose_ingest_failed_shows_in_status_with_its_cause_until_reingested(isolated_env, monkeypatch):

@@ -60,3 +60,34 @@ def test_pairs_champion_and_scores_from_ingested_runs(tmp_path):
     metadata = {k: v.value for e in again.get_asset_materialization_events()
                 for k, v in e.event_specific_data.materialization.metadata.items()}
     assert metadata["runs_scored"] == 0 and metadata["batches_already_current"] == 1
+
+
+def materialized_metadata(result) -> dict:
+    return {k: v.value for e in result.get_asset_materialization_events()
+            for k, v in e.event_specific_data.materialization.metadata.items()}
+
+
+@pytest.mark.slow
+def test_a_version_s_training_pairs_are_in_the_metadata_and_the_run_config_retrains_it(tmp_path, tiny_backbone):
+    from pathlib import Path
+
+    defs = build_definitions()
+    history = tmp_path / "history.jsonl"
+    write_jsonl(generate_runs(96, seed=2, benchmarks=("gsm8k_test",), samples_per_problem=8), history)
+    assert ingest_files(defs, [history])[0].status == "SUCCESS"
+    materialize(defs, 'key:"pairs"', {"validation_fraction": 0.4})
+    tiny = {"backbone": tiny_backbone, "max_length": 64, "batch_size": 8, "device": "cpu", "seed": 5}
+
+    first = materialized_metadata(materialize(defs, 'key:"reward_model"', tiny))["training_pairs"]["1"]
+    assert Path(first["path"]).name == "training_pairs.parquet" and Path(first["path"]).exists()
+    assert first["train_rows"] > 0 and first["validation_rows"] > 0
+    assert warehouse_rows(defs, "select split, count(*) n from rm_training_pairs where version = 1 group by 1 "
+                                "order by 1") == [{"split": "train", "n": first["train_rows"]},
+                                                  {"split": "validation", "n": first["validation_rows"]}]
+
+    retrained = materialized_metadata(materialize(defs, 'key:"reward_model"', {**tiny, "retrain_from_version": 1}))
+    assert retrained["retrained_from"] == 1
+    second = retrained["training_pairs"]["2"]
+    assert {k: v for k, v in second.items() if k != "path"} == {k: v for k, v in first.items() if k != "path"}
+    accuracies = warehouse_rows(defs, "select val_accuracy, pair_set_fingerprint from rm_checkpoints order by version")
+    assert accuracies[0] == accuracies[1]

@@ -175,6 +175,24 @@ RM_CHECKPOINTS = pa.schema(
     ]
 )
 
+# The pairs a reward-model version trained and validated on, in the order training read them: saved beside its
+# checkpoint (checkpoints/rm/v<N>/training_pairs.parquet); the warehouse's `rm_training_pairs` view reads every one.
+RM_TRAINING_PAIRS = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("split", pa.string()),  # train | validation
+        ("position", pa.int64()),  # the pair's place in its split, as training read it
+        ("pair_id", pa.string()),
+        ("problem_id", pa.string()),  # null where the trainer was given the texts alone
+        ("source", pa.string()),
+        ("domain", pa.string()),  # null where not known
+        ("question", pa.string()),
+        ("chosen_plan", pa.string()),
+        ("rejected_plan", pa.string()),
+    ]
+)
+RM_TRAINING_PAIRS_FILE = "training_pairs.parquet"
+
 RM_SCORES = pa.schema(
     [
         ("batch_id", pa.string()),

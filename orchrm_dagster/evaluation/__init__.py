@@ -1,7 +1,8 @@
 """Best-of-N evaluation over logged runs: the reward model and every baseline choosing among N candidates, their
 expected accuracy on held-out problems and what each costs in tokens."""
 
-from orchrm_dagster.evaluation.costs import RATIO_HEADERS, ratio_table_rows, total_tokens, verification_ratios
+from orchrm_dagster.evaluation.costs import (AT_N_HEADERS, RATIO_HEADERS, at_largest_n, ratio_table_rows,
+                                             total_tokens, verification_ratios)
 from orchrm_dagster.evaluation.expectation import any_correct_probability, candidate_sets, pick_probability
 from orchrm_dagster.evaluation.judges import JudgeCall, Verdict, choice_grammar, judge_key, parse_choice, run_judges
 from orchrm_dagster.evaluation.methods import (EvaluationMethod, MethodKind, method_named, method_names,
@@ -13,7 +14,7 @@ from orchrm_dagster.evaluation.verifier import (MiniLMEmbedder, StaticScores, ag
                                                 length_score, repetition_score, static_scores, steps_score)
 
 __all__ = [
-    "RATIO_HEADERS", "ratio_table_rows", "total_tokens", "verification_ratios",
+    "AT_N_HEADERS", "RATIO_HEADERS", "at_largest_n", "ratio_table_rows", "total_tokens", "verification_ratios",
     "EvaluationMethod", "EvaluationOutcome", "EvaluationSettings", "JudgeCall", "JudgeSettings", "MethodKind",
     "MiniLMEmbedder", "StaticScores", "Verdict", "VerifierSettings", "VerifierWeights", "agreement_score",
     "any_correct_probability", "bootstrap_interval", "candidate_pool", "candidate_sets", "choice_grammar",

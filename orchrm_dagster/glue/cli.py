@@ -1,5 +1,8 @@
 """`orchrm`: what people do without the UI. It runs the same Definitions in-process, on the same
-Dagster instance as `dagster dev`, so every run it makes shows up in the UI's history."""
+Dagster instance as `dagster dev`, so every run it makes shows up in the UI's history.
+
+Only click, rich and what a command needs are imported: `query` and `status` read the warehouse and the storage root
+without Dagster, torch or transformers (tests/structure/test_cli_imports.py), so they answer in well under a second."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from orchrm_dagster.reporting import step_progress
 
 console = Console(width=None if sys.stdout.isatty() else 220)  # piped or captured: wide tables, not folded cells
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_]+(/[A-Za-z0-9_]+)*$")
@@ -25,16 +29,30 @@ def _definitions():
 
 
 def _storage():
-    return _definitions().resources["storage"]
+    """The storage root and warehouse the Definitions' `storage` resource has (its root: --storage, ORCHRM_STORAGE or
+    ./storage, by `default_storage_url`), without building the Definitions."""
+    from orchrm_dagster.storage import StorageSettings, default_storage_url
+
+    return StorageSettings(root=default_storage_url())
+
+
+# Model loads print GGUF de-quantization and "Loading weights" bars (tqdm) and transformers' load report (a warning);
+# unless --verbose, they are silenced through the environment, which in-process runs read when transformers and tqdm
+# are first imported (after this group's callback) and step subprocesses inherit. A value a user set is kept.
+QUIET_MODEL_LOADS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 
 
 @click.group()
 @click.option("--storage", "storage_url", envvar="ORCHRM_STORAGE", default=None,
               help="Storage root: a folder or s3://bucket/prefix (default: ./storage, or $ORCHRM_STORAGE).")
-def main(storage_url: str | None) -> None:
+@click.option("--verbose", is_flag=True, help="Show model-load progress bars and load reports (silent by default).")
+def main(storage_url: str | None, verbose: bool) -> None:
     """orchrm: multi-agent run logs -> labels -> pairs -> orchestration reward model."""
     if storage_url:
         os.environ["ORCHRM_STORAGE"] = storage_url
+    if not verbose:
+        for name, value in QUIET_MODEL_LOADS.items():
+            os.environ.setdefault(name, value)
 
 
 @main.command()
@@ -43,9 +61,8 @@ def ingest(files: tuple[Path, ...]) -> None:
     """Land FILES (.jsonl / .parquet) and ingest and label each as a run batch."""
     from orchrm_dagster.glue.commands import ingest_files
 
-    with _progress() as progress:
-        task = progress.add_task("ingesting", total=len(files))
-        outcomes = ingest_files(_definitions(), list(files), on_done=lambda name: progress.advance(task))
+    with step_progress(console, total=len(files)) as progress:
+        outcomes = ingest_files(_definitions(), list(files), **_ingest_callbacks(progress))
     _print_outcomes(outcomes)
     if any(o.status != "SUCCESS" for o in outcomes):
         sys.exit(1)
@@ -66,9 +83,8 @@ def reingest(batches: tuple[str, ...]) -> None:
     if unknown:
         raise click.BadParameter(f"not in {root.uri('landing')}: {', '.join(unknown)}", param_hint="BATCHES")
     names = [landed.get(b) or landed[batch_id_for(b)] for b in batches]
-    with _progress() as progress:
-        task = progress.add_task("ingesting", total=len(names))
-        outcomes = ingest_landed(defs, names, on_done=lambda name: progress.advance(task))
+    with step_progress(console, total=len(names)) as progress:
+        outcomes = ingest_landed(defs, names, **_ingest_callbacks(progress))
     _print_outcomes(outcomes)
     if any(o.status != "SUCCESS" for o in outcomes):
         sys.exit(1)
@@ -82,21 +98,25 @@ def reingest(batches: tuple[str, ...]) -> None:
               help="Run config as YAML or JSON, as the UI's launchpad takes it (ops: {asset: {config: {...}}}).")
 def materialize(selection: tuple[str, ...], partition_key: str | None, config_file: Path | None) -> None:
     """Materialize asset keys (e.g. `problems labels`) or a Dagster selection string (e.g. `group:labels`)."""
-    from orchrm_dagster.glue.commands import materialize_selection, register_orchestration_partitions
+    from orchrm_dagster.glue.commands import failure_messages, materialize_selection, register_orchestration_partitions
 
     text = " or ".join(f'key:"{s}"' if _PLAIN_KEY.match(s) else f"({s})" for s in selection)
     defs = _definitions()
     if partition_key and "|" in partition_key:
         register_orchestration_partitions(defs)
-    with console.status(f"materializing {text}"):
+    with step_progress(console) as progress:
+        progress.step(f"materializing {text}" + (f" (partition {partition_key})" if partition_key else ""))
         result = materialize_selection(defs, text, partition_key, _run_config(config_file))
-    console.print(f"run {result.run_id}: {'SUCCESS' if result.success else 'FAILURE'}")
+        if result.success:
+            progress.finish(f"run {result.run_id}: SUCCESS")
+        else:
+            progress.fail(f"run {result.run_id}: " + "; ".join(failure_messages(result)))
     if not result.success:
-        from orchrm_dagster.glue.commands import failure_messages
-
-        for message in failure_messages(result):
-            console.print(f"[red]{message}[/red]")
         sys.exit(1)
+    from orchrm_dagster.glue.training_logs import logged_trainings
+
+    for asset, where in logged_trainings(result):
+        console.print(f"{asset}: training logs in {where}", soft_wrap=True)
 
 
 @main.command()
@@ -123,7 +143,7 @@ def query(statement: str, fmt: str) -> None:
     elif fmt == "csv":
         import csv
 
-        writer = csv.writer(sys.stdout)
+        writer = csv.writer(sys.stdout, lineterminator="\n")  # LF, as DuckDB's own CLI writes (csv's default: CRLF)
         writer.writerow(columns)
         writer.writerows(rows)
     else:
@@ -135,13 +155,10 @@ def status() -> None:
     """Batches, runs, quarantined lines and labels, per batch and in total; and each landed file's ingest state (a
     failed one with the cause of its latest run, until it is re-ingested)."""
     import sql
-    from orchrm_dagster.glue.instance import cli_instance
-    from orchrm_dagster.glue.loop import loop_state
-    from orchrm_dagster.loop import batch_states
 
     storage = _storage()
     warehouse = storage.warehouse()
-    states = {s.batch_id: s for s in batch_states(loop_state(cli_instance(), storage.storage_root()))}
+    states = _batch_states(storage.storage_root())
     if not warehouse.exists() and not states:
         raise click.ClickException(f"nothing landed or ingested yet under {storage.storage_root().url}")
     rows = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
@@ -149,15 +166,48 @@ def status() -> None:
     by_batch = {batch: dict.fromkeys(counts, 0) for batch in states} | {r["batch_id"]: r for r in rows}
     table = []
     for batch in sorted(by_batch):  # a batch whose file left the landing zone was ingested, or it would not be here
-        state = states.get(batch)
-        table.append([batch, *(by_batch[batch][c] for c in counts), state.state if state else "ingested",
-                      state.cause if state else ""])
+        state, cause = states.get(batch, ("ingested", ""))
+        table.append([batch, *(by_batch[batch][c] for c in counts), state, cause])
     totals = ["total"] + [sum(row[c] for row in by_batch.values()) for c in counts] + ["", ""]
-    _print_rows(["batch_id", *counts, "state", "cause"], table + [totals])
-    failed = [s for s in states.values() if s.failed]
+    _print_rows(["batch_id", *counts, "state", "cause"], table + [totals],
+                caption=f"Batches under {storage.storage_root().url}: runs ingested, lines quarantined, runs labeled "
+                        f"and labeled correct; state: the landed file's ingest")
+    failed = [state for state, _ in states.values() if state.startswith("failed")]
     if failed:
         console.print(f"[red]{len(failed)} landed batch(es) failed to ingest; re-ingest with "
                       f"`orchrm reingest BATCH` once the cause is fixed, or land them again[/red]")
+
+
+def _batch_states(root) -> dict[str, tuple[str, str]]:
+    """batch id -> (state, cause) of each landed file (`orchrm_dagster.loop.batch_states`). Only a file not ingested
+    needs the loop and the Dagster instance (a run in flight, or why its runs failed); when every landed file is
+    ingested, neither is imported."""
+    landed = root.landed_files()
+    if all(root.is_ingested(f) for f in landed):
+        return {f.batch_id: ("ingested", "") for f in landed}
+    from orchrm_dagster.glue.instance import cli_instance
+    from orchrm_dagster.glue.loop import loop_state
+    from orchrm_dagster.loop import batch_states
+
+    return {s.batch_id: (s.state, s.cause) for s in batch_states(loop_state(cli_instance(), root))}
+
+
+@main.command(name="export-pairs")
+@click.argument("path")
+@click.option("--format", "fmt", default=None, metavar="jsonl|parquet", help="Default: from PATH's suffix.")
+@click.option("--source", "sources", multiple=True, help="Only pairs of this source (repeatable), e.g. "
+              "correct_over_incorrect: the pairs a from-scratch GRPO recipe's reward model trains on.")
+@click.option("--split", "splits", multiple=True, metavar="train|validation", help="Only this split (repeatable).")
+def export_pairs_command(path: str, fmt: str | None, sources: tuple[str, ...], splits: tuple[str, ...]) -> None:
+    """Write the pairs reward-model training reads (built and imported) to PATH, a local file or s3:// URL, in the
+    published OrchRM format (input, chosen, rejected, source), JSONL or Parquet; `import_files` reads it back."""
+    from orchrm_dagster.pairs import export_pairs
+
+    try:
+        count = export_pairs(_storage().storage_root(), path, fmt, sources, splits)
+    except (ValueError, OSError) as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"{count} pairs -> {path}")
 
 
 @main.command(name="orchestrate")
@@ -182,14 +232,16 @@ def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed,
         n_samples = max(n_samples, best_of)
     sampling = PlanSamplingSettings(n_samples=n_samples, problem_limit=problem_limit, seed=seed)
     execution = ExecutionSettings(selection="orchrm_bon", best_of_n=best_of) if best_of else ExecutionSettings()
-    with _step_status() as show:
+    with step_progress(console) as progress:
         executions = _or_exit(lambda: orchestrate_policies(
             defs, benchmark, list(policy_names), sampling, execution,
-            on_start=lambda name: show(f"{benchmark} x {name}: sampling {n_samples} plans for {problem_limit} "
-                                       f"problems and executing them"),
-            on_done=_print_execution))
-    if ingest:
-        _print_outcomes(ingest_landed(defs, [e.metadata["landed_batch"] for e in executions]))
+            on_start=lambda name: progress.step(f"{benchmark} x {name}: sampling {n_samples} plans for "
+                                                f"{problem_limit} problems and executing them"),
+            on_done=lambda done: progress.finish(_execution_summary(done))))
+        outcomes = (ingest_landed(defs, [e.metadata["landed_batch"] for e in executions], **_ingest_callbacks(progress))
+                    if ingest else [])
+    if outcomes:
+        _print_outcomes(outcomes)
 
 
 def _run_config(config_file: Path | None) -> dict | None:
@@ -210,7 +262,7 @@ def _run_config(config_file: Path | None) -> dict | None:
 @click.option("--benchmark", default="gsm8k", show_default=True)
 @click.option("--problems", "problem_limit", default=4, show_default=True)
 @click.option("--samples", "n_samples", default=2, show_default=True)
-@click.option("--history-runs", default=1200, show_default=True,
+@click.option("--history-runs", default=600, show_default=True,
               help="Runs in the generated history batch the first reward model learns from.")
 @click.option("--max-train-pairs", default=320, show_default=True)
 def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: int, max_train_pairs: int) -> None:
@@ -220,13 +272,16 @@ def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: i
     from orchrm_dagster.glue.main_job import MainJobOptions, run_main_job
 
     options = MainJobOptions(benchmark, problem_limit, n_samples, history_runs, max_train_pairs)
-    with _step_status() as show:
-        outcomes, evaluation_id = _or_exit(
-            lambda: run_main_job(_definitions(), options, on_step=show, on_execution=_print_execution))
+    with step_progress(console) as progress:
+        progress.step("loading the code location (Definitions)")
+        defs = _definitions()
+        outcomes, evaluation_id = _or_exit(lambda: run_main_job(
+            defs, options, on_step=progress.step, on_done=progress.finish,
+            on_execution=lambda done: progress.finish(_execution_summary(done))))
     _print_outcomes(outcomes)
     click.get_current_context().invoke(status)
     _print_reward_model_summary()
-    _print_evaluation(evaluation_id, largest_n_only=True)
+    _print_evaluation(evaluation_id)
     console.print(f"every row: orchrm query \"select * from evaluation where evaluation_id = '{evaluation_id}'\"",
                   soft_wrap=True)
 
@@ -234,12 +289,14 @@ def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: i
 def _print_reward_model_summary() -> None:
     # select *: a table written before champions were per domain lacks the domain columns
     rows = _storage().warehouse().query("select * from rm_checkpoints order by version").to_pylist()
+    table = [(r["version"], ", ".join(r.get("domains") or ()),
+              ", ".join(r.get("champion_of") or ()) or ("every domain" if r["is_champion"] else ""),
+              r["n_train_pairs"], r["n_validation_pairs"], _rounded(r["val_accuracy"]),
+              _by_domain(r.get("val_accuracy_by_domain"))) for r in rows]
     _print_rows(["rm version", "domains", "champion of", "train pairs", "validation pairs", "val accuracy",
-                 "val accuracy by domain"],
-                [(r["version"], ", ".join(r.get("domains") or ()),
-                  ", ".join(r.get("champion_of") or ()) or ("every domain" if r["is_champion"] else ""),
-                  r["n_train_pairs"], r["n_validation_pairs"], _rounded(r["val_accuracy"]),
-                  _by_domain(r.get("val_accuracy_by_domain"))) for r in rows])
+                 "val accuracy by domain"], table,
+                caption="Reward-model versions: the pairs each trained and was validated on, and its accuracy on the "
+                        "validation pairs (all, and by domain)")
 
 
 def _rounded(value: float | None) -> float | None:
@@ -278,11 +335,35 @@ def _methods_epilog() -> str:
     return "\b\nMethods:\n" + "\n".join(lines)  # \b: click keeps the lines as they are
 
 
-@main.command(name="evaluate", epilog=_methods_epilog())
+class _LazyEpilogCommand(click.Command):
+    """A command whose epilog is written (from a registry) when its help is shown, not when the CLI is imported."""
+
+    def __init__(self, *args, epilog_from, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epilog_from = epilog_from
+
+    def format_epilog(self, ctx, formatter) -> None:
+        self.epilog = self.epilog_from()
+        super().format_epilog(ctx, formatter)
+
+
+class _LazyHelpOption(click.Option):
+    """An option whose help is written (from a registry) when help is shown, not when the CLI is imported."""
+
+    def __init__(self, *args, help_from, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help_from = help_from
+
+    def get_help_record(self, ctx):
+        self.help = self.help_from()
+        return super().get_help_record(ctx)
+
+
+@main.command(name="evaluate", cls=_LazyEpilogCommand, epilog_from=_methods_epilog)
 @click.option("--benchmark", "benchmarks", multiple=True, help="Only this benchmark (repeatable).")
 @click.option("--policy", "policies", multiple=True, help="Only this policy (repeatable).")
-@click.option("--methods", type=_MethodList(), default=None,
-              help="Comma-separated methods (default: all): " + ", ".join(_evaluation_methods()) + ".")
+@click.option("--methods", type=_MethodList(), default=None, cls=_LazyHelpOption,
+              help_from=lambda: "Comma-separated methods (default: all): " + ", ".join(_evaluation_methods()) + ".")
 @click.option("--n", "ns", default="1,2,4,8", show_default=True, help="Comma-separated candidate-set sizes N.")
 @click.option("--judge-draws", type=click.IntRange(min=1), default=None,
               help="Candidate sets each LLM judge sees per problem and N (each one call, cached).")
@@ -307,7 +388,8 @@ def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
     except (pydantic.ValidationError, ValueError) as err:
         raise click.BadParameter(str(err)) from err
     run_config = dg.RunConfig(ops={"evaluation": from_engine(EvaluationConfig, settings)})
-    with console.status("evaluating"):
+    with step_progress(console) as progress:
+        progress.step("evaluating Best-of-N on the held-out runs")
         result = _or_exit(lambda: materialize_or_fail(_definitions(), 'key:"evaluation"', run_config))
     metadata = materialization_metadata(result, "evaluation")
     _print_evaluation(metadata["evaluation_id"])
@@ -350,17 +432,36 @@ def _method_help() -> str:
     return f"How each round trains the policy (default: the loop resource's round config, grpo). {listed}."
 
 
-def _method_choice() -> click.Choice:
+def _method_names() -> list[str]:
     from orchrm_dagster.grpo.methods import method_names
 
-    return click.Choice(method_names())
+    return list(method_names())
+
+
+class _RegistryChoice(click.ParamType):
+    """One of the names a registry holds, read when the option is used or its help shown (not at import)."""
+
+    name = "choice"
+
+    def __init__(self, names):
+        self.names = names
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return "[" + "|".join(self.names()) + "]"
+
+    def convert(self, value, param, ctx):
+        if value not in self.names():
+            self.fail(f"{value!r} is not one of {', '.join(self.names())}", param, ctx)
+        return value
 
 
 @main.command(name="loop")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="GRPO rounds to run now: the loop goes on until it has run this many more.")
-@click.option("--method", type=_method_choice(), default=None, help=_method_help())
-@click.option("--rewards", callback=_reward_names, default=None, metavar="NAME[,NAME...]", help=_rewards_help())
+@click.option("--method", type=_RegistryChoice(_method_names), default=None, cls=_LazyHelpOption,
+              help_from=_method_help)
+@click.option("--rewards", callback=_reward_names, default=None, metavar="NAME[,NAME...]", cls=_LazyHelpOption,
+              help_from=_rewards_help)
 @click.option("--reward-weights", callback=_float_list, default=None, metavar="W[,W...]",
               help="One weight > 0 per reward of --rewards (default: 1 each).")
 @click.option("--start", type=click.Choice(["continue", "scratch"]), default=None,
@@ -404,24 +505,26 @@ def loop_command(rounds, method, rewards, reward_weights, start, steps, group_si
                                    round=dataclasses.replace(loop.round, **round_changes), **changes)
     except (pydantic.ValidationError, ValueError) as err:
         raise click.BadParameter(str(err)) from err
-    with _progress() as progress:
-        task = progress.add_task("loop", total=rounds)
+    with step_progress(console, total=rounds) as progress:
 
         def on_step(step) -> None:
-            progress.console.log(f"{step.kind}: {step.key} ({step.why})"
-                                 + (f", attempt {step.attempt + 1}" if step.attempt else ""))
-            progress.update(task, description=f"{step.kind} {step.key}")
+            progress.step(f"{step.kind}: {step.key} ({step.why})"
+                          + (f", attempt {step.attempt + 1}" if step.attempt else ""))
 
         def on_decision(decision) -> None:
-            progress.update(task, completed=len(finished_rounds(root)) - before)
+            progress.finish()
+            done = len(finished_rounds(root)) - before
+            if done > progress.completed:
+                progress.note(f"{done} of {rounds} rounds done")
+                progress.advance(done - progress.completed)
             for key, cause in decision.failed:
-                progress.console.log(f"[red]gave up on {key}: {cause}[/red]")
+                progress.note(f"gave up on {key}: {cause}")
 
         try:
             decision = drive(defs, loop, on_step=on_step, on_decision=on_decision)
         except LoopFailed as err:
             raise click.ClickException(str(err)) from err
-    console.print(f"the loop stopped: {decision.stopped}")
+    console.print(f"the loop stopped: {decision.stopped}", soft_wrap=True)
     _print_grpo_rounds()
 
 
@@ -433,7 +536,9 @@ def _print_grpo_rounds() -> None:
         "round(heldout_reward_before, 3) heldout_before, round(heldout_reward_after, 3) heldout_after, "
         "round(heldout_accuracy, 3) heldout_acc, promoted, round(seconds) AS wall_seconds, reason "
         "from grpo_rounds order by round").to_pylist()
-    _print_rows(list(rows[0]) if rows else ["round"], [list(r.values()) for r in rows])
+    _print_rows(list(rows[0]) if rows else ["round"], [list(r.values()) for r in rows],
+                caption="GRPO rounds: mean reward and KL of the last step; tokens are counts (generation, reward "
+                        "model, rollout, training); held-out reward and accuracy before and after the round")
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -443,35 +548,21 @@ def _int_list(text: str, option: str) -> list[int]:
         raise click.BadParameter(f"{text!r}: comma-separated integers expected", param_hint=option) from err
 
 
-def _print_evaluation(evaluation_id: str, largest_n_only: bool = False) -> None:
-    rows = _storage().warehouse().query(
-        "select benchmark, policy, method, n, round(accuracy, 3) accuracy, round(ci_low, 3) ci_low, "
-        "round(ci_high, 3) ci_high, n_problems, round(verification_tokens) verification_tokens, "
-        "round(coalesce(generation_tokens, 0)) generation_tokens, round(execution_tokens) execution_tokens, "
-        "round(verification_tokens + coalesce(generation_tokens, 0) + execution_tokens) total_tokens "
-        "from evaluation where evaluation_id = $id "
-        "order by benchmark, policy, n, method", {"id": evaluation_id}).to_pylist()
-    if largest_n_only:  # per (benchmark, policy): one sample, and every method at the largest N it reached
-        top = {}
-        for r in rows:
-            top[(r["benchmark"], r["policy"])] = max(top.get((r["benchmark"], r["policy"]), 1), r["n"])
-        rows = [r for r in rows if r["method"] == "single" or r["n"] == top[(r["benchmark"], r["policy"])]]
-    if not rows:
+def _print_evaluation(evaluation_id: str) -> None:
+    """The table the UI shows as the evaluation's `at_n_<N>` (one function makes both), captioned."""
+    from orchrm_dagster.evaluation import AT_N_HEADERS, at_largest_n
+
+    rows = _storage().warehouse().query("select * from evaluation where evaluation_id = $id "
+                                        "order by benchmark, policy, method", {"id": evaluation_id}).to_pylist()
+    largest, table = at_largest_n(rows)
+    if not table:
         console.print("no (benchmark, policy) had enough executed, labeled runs per held-out problem")
         return
-    _print_rows(list(rows[0]), [list(r.values()) for r in rows])
-
-
-def _step_status():
-    """A spinner whose text each step replaces; yields the function that sets it."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def shown():
-        with console.status("starting") as spinner:
-            yield lambda text: spinner.update(text)
-
-    return shown()
+    benchmarks = ", ".join(sorted({r["benchmark"] for r in rows}))
+    _print_rows(AT_N_HEADERS, table,
+                caption=f"Best-of-N on held-out problems of {benchmarks}, N = {largest}: the accuracy of each way of "
+                        f"choosing one of N runs (95% bootstrap interval). Tokens per problem: verification "
+                        f"(choosing), generation (sampling the N plans), execution (running the sub-agents).")
 
 
 def _or_exit(step):
@@ -483,16 +574,30 @@ def _or_exit(step):
         raise click.ClickException(str(err)) from err
 
 
-def _print_execution(execution) -> None:
+def _execution_summary(execution) -> str:
     metadata = execution.metadata
-    console.print(f"{execution.benchmark} x {execution.policy}: {metadata.get('executed')} runs executed "
-                  f"({metadata.get('failed_runs')} failed, {metadata.get('runs_per_minute')} runs/min) "
-                  f"-> landed {metadata.get('landed_batch')}")
+    return (f"{metadata.get('executed')} runs executed ({metadata.get('failed_runs')} failed, "
+            f"{metadata.get('runs_per_minute')} runs/min), landed as {metadata.get('landed_batch')}")
+
+
+def _ingest_callbacks(progress) -> dict:
+    """ingest_files / ingest_landed callbacks that show each file as one step, finished with its counts."""
+
+    def done(outcome) -> None:
+        if outcome.status == "SUCCESS":
+            progress.finish(outcome.summary())
+        else:
+            progress.fail(outcome.summary())
+        progress.advance()
+
+    return {"on_start": lambda name: progress.step(f"ingesting {name}"), "on_done": done}
 
 
 def _print_outcomes(outcomes) -> None:
     _print_rows(["batch", "runs", "quarantined", "labeled", "correct", "run"],
-                [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes])
+                [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes],
+                caption="Batches ingested by this command: runs stored, lines quarantined, runs labeled and labeled "
+                        "correct; run: the ingest run's result")
 
 
 @main.command()
@@ -509,18 +614,44 @@ def ui(port: int) -> None:
     os.execv(str(dagster), [str(dagster), "dev", *target, "-p", str(port)])
 
 
-def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=False)
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
+@click.option("--port", default=8000, show_default=True)
+@click.option("--max-batch-plans", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Plans scored in one forward batch at most (concurrent requests share a batch).")
+@click.option("--max-wait-ms", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="How long a request waits for others to join its batch.")
+@click.option("--poll-seconds", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="How often the champion pointer is checked; a new champion is loaded without a restart.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+def serve(host, port, max_batch_plans, max_wait_ms, poll_seconds, device) -> None:
+    """Serve the champion reward model over HTTP: POST /v1/score {question, plans, domain?} -> scores, chosen."""
+    from orchrm_dagster.rm import ScoringSettings
+    from orchrm_dagster.serving import ServeSettings, serve as run_service
+    from orchrm_dagster.storage import StorageSettings, default_storage_url
+
+    # the storage resource's root without building the Definitions: the service process never imports Dagster
+    run_service(StorageSettings(root=default_storage_url()).storage_root(), ServeSettings(
+        host=host, port=port, max_batch_plans=max_batch_plans, max_wait_ms=max_wait_ms, poll_seconds=poll_seconds,
+        scoring=ScoringSettings(device=device)))
 
 
-def _print_rows(columns, rows) -> None:
-    table = Table()
+def _print_rows(columns, rows, caption: str | None = None) -> None:
+    table = Table(caption=caption, caption_justify="left")
     for name in columns:  # headers are never cut: a cell may fold, a column name may not
         table.add_column(str(name), min_width=len(str(name)))
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*(_cell(v) for v in row))
     console.print(table)
+
+
+def _cell(value) -> str:
+    """A table cell: floats to 3 decimals, a whole one without its `.0` (token counts come back as 6089.0)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(round(value, 3)).removesuffix(".0")
+    return str(value)
 
 
 if __name__ == "__main__":

@@ -26,16 +26,25 @@ class BatchOutcome:
     labeled: int = 0
     correct: int = 0
 
+    def summary(self) -> str:
+        """`48 runs, 6 quarantined, 48 labeled, 30 correct`, or the failure."""
+        if self.status != "SUCCESS":
+            return self.status
+        return f"{self.runs} runs, {self.quarantined} quarantined, {self.labeled} labeled, {self.correct} correct"
 
-def ingest_files(defs: dg.Definitions, paths: list[Path], on_done: Callable[[str], None] | None = None) -> list[BatchOutcome]:
+
+def ingest_files(defs: dg.Definitions, paths: list[Path], on_start: Callable[[str], None] | None = None,
+                 on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
     """Land each file, register it as a run_batches partition, and run the ingest job for it."""
     root = defs.resources["storage"].storage_root()
-    return ingest_landed(defs, [root.land(path).name for path in paths], on_done)
+    return ingest_landed(defs, [root.land(path).name for path in paths], on_start, on_done)
 
 
-def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str], None] | None = None) -> list[BatchOutcome]:
+def ingest_landed(defs: dg.Definitions, names: list[str], on_start: Callable[[str], None] | None = None,
+                  on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
     """Run the ingest job for files already in the landing zone: the loop's ingest step of each, as the sensor
-    requests it (same job, same tags), so the loop counts its outcome like any other."""
+    requests it (same job, same tags), so the loop counts its outcome like any other. `on_start` gets each file's
+    name before its run, `on_done` its outcome after."""
     from orchrm_dagster.glue.loop import execute_step
     from orchrm_dagster.loop import Batch, ingest_step
 
@@ -44,11 +53,13 @@ def ingest_landed(defs: dg.Definitions, names: list[str], on_done: Callable[[str
     instance = cli_instance()
     outcomes = []
     for name in names:
+        if on_start:
+            on_start(name)
         landed = root.find_landed(batch_id_for(name))
         result = execute_step(defs, instance, ingest_step(Batch(landed.batch_id, landed.name, landed.fingerprint, False)))
         outcomes.append(_outcome(storage, landed.batch_id, result))
         if on_done:
-            on_done(name)
+            on_done(outcomes[-1])
     return outcomes
 
 

@@ -18,6 +18,9 @@ from orchrm_dagster.glue.partitions import POOLS
 from orchrm_dagster.storage import default_storage_url, root_cache_dir
 
 OWNED_MARK = "# Written by orchrm."
+PROJECT_DIR = Path(__file__).resolve().parents[2]  # where workspace.yaml and pyproject.toml's [tool.dg] are
+DOTENV_MARK = "# written by orchrm: the instance orchrm uses for ./storage"
+_UNQUOTABLE_IN_DOTENV = '"\\$}\n'
 _INSTANCE_LOCK_WAIT_S = 300.0
 _DAGSTER_YAML = f"""\
 {OWNED_MARK} One writer at a time for steps in the 'warehouse' pool, one model at a time in the 'gpu' pool.
@@ -44,14 +47,37 @@ def default_dagster_home() -> Path:
 
 
 def ensure_dagster_home() -> Path:
+    chosen_by_default = not os.environ.get("DAGSTER_HOME") and not os.environ.get("ORCHRM_STORAGE")
     home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
     with _instance_lock(home):
         config = home / "dagster.yaml"
         if not config.exists() or (config.read_text().startswith(OWNED_MARK) and config.read_text() != _DAGSTER_YAML):
             config.write_text(_DAGSTER_YAML)
+        if chosen_by_default and Path.cwd().resolve() == PROJECT_DIR:
+            write_dotenv(PROJECT_DIR, home)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+def write_dotenv(folder: Path, home: Path) -> bool:
+    """Points Dagster's own CLIs run from `folder` at `home`. `dagster dev`, `dagster asset materialize` and `dg
+    launch` read `.env` from the folder they run in, and without DAGSTER_HOME they run on a temporary instance whose
+    runs no UI ever shows. The line defers to a DAGSTER_HOME set in the environment, as orchrm does. A `.env` that
+    sets DAGSTER_HOME itself is left alone. Returns whether the file now holds orchrm's line."""
+    if any(c in str(home) for c in _UNQUOTABLE_IN_DOTENV):
+        return False
+    dotenv = folder / ".env"
+    before = dotenv.read_text() if dotenv.exists() else ""
+    lines = before.splitlines(keepends=True)
+    if any(DOTENV_MARK not in line and line.lstrip().startswith("DAGSTER_HOME") for line in lines):
+        return False
+    kept = "".join(line for line in lines if DOTENV_MARK not in line)
+    after = (kept if not kept or kept.endswith("\n") else kept + "\n") + \
+        f'DAGSTER_HOME="${{DAGSTER_HOME:-{home}}}"  {DOTENV_MARK}\n'
+    if after != before:
+        dotenv.write_text(after)
+    return True
 
 
 def _instance_lock(home: Path) -> FileLock:

@@ -41,7 +41,7 @@ class MainJobOptions:
     benchmark: str = "gsm8k"
     problem_limit: int = 4
     n_samples: int = 2
-    history_runs: int = 1200
+    history_runs: int = 600  # ~490 pairs on 75 problems: the 320 the reward model trains on, and a validation split
     max_train_pairs: int = 320
     held_out_problems: int = 12
     held_out_samples: int = 8
@@ -82,13 +82,15 @@ def materialize_or_fail(defs: dg.Definitions, selection: str,
 
 def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(),
                  on_step: Callable[[str], None] = lambda step: None,
-                 on_execution: Callable[[PolicyExecution], None] | None = None) -> tuple[list[BatchOutcome], str]:
+                 on_execution: Callable[[PolicyExecution], None] | None = None,
+                 on_done: Callable[[str], None] = lambda result: None) -> tuple[list[BatchOutcome], str]:
     """problems; real MAS runs from every registered policy (landed); a generated history batch where plans decide
     correctness; labels; pairs; a reward model; then the real runs, the example batch and a generated batch on
     other problems, none of which the reward model saw; scores of every run; the Best-of-N evaluation on those
-    held-out runs. Returns the ingest outcomes of every batch and the evaluation's id."""
+    held-out runs. Returns the ingest outcomes of every batch and the evaluation's id. `on_step` says what starts,
+    `on_done` what the step before produced, `on_execution` each policy's executed runs."""
     on_step("materializing problems")
-    materialize_or_fail(defs, 'key:"problems"')
+    on_done(_rows(materialize_or_fail(defs, 'key:"problems"'), "problems", "problems"))
     sampling = PlanSamplingSettings(n_samples=options.n_samples, problem_limit=options.problem_limit, seed=0)
     executions = orchestrate_policies(
         defs, options.benchmark, [], sampling, MAIN_JOB_EXECUTION,
@@ -105,23 +107,44 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
         write_jsonl(generate_runs(options.held_out_problems * options.held_out_samples, seed=2, plans_decide=True,
                                   samples_per_problem=options.held_out_samples, policies=(HELD_OUT_POLICY,),
                                   first_problem=first_history_problem + -(-options.history_runs // 8)), held_out)
-        on_step("ingesting a generated history batch")
+        on_step(f"ingesting a generated history batch ({options.history_runs} runs)")
         outcomes = _ingested(ingest_files(defs, [history]))
+        on_done(_summaries(outcomes))
         on_step("building pairs")
-        materialize_or_fail(defs, 'key:"pairs"')
+        on_done(_rows(materialize_or_fail(defs, 'key:"pairs"'), "pairs", "pairs"))
         on_step("training a reward model")
         reward_model = RMTrainConfig(max_train_pairs=options.max_train_pairs)
-        materialize_or_fail(defs, 'key:"reward_model"',
-                            dg.RunConfig(ops={"reward_model": from_engine(RewardModelConfig, reward_model)}))
+        trained = materialize_or_fail(defs, 'key:"reward_model"',
+                                      dg.RunConfig(ops={"reward_model": from_engine(RewardModelConfig, reward_model)}))
+        on_done(_reward_model_summary(materialization_metadata(trained, "reward_model")))
         on_step("ingesting the executed runs, the example batch and a generated batch on held-out problems")
-        outcomes += _ingested(ingest_landed(defs, [e.metadata["landed_batch"] for e in executions]))
-        outcomes += _ingested(ingest_files(defs, [EXAMPLE_BATCH, held_out]))
+        held = _ingested(ingest_landed(defs, [e.metadata["landed_batch"] for e in executions]))
+        held += _ingested(ingest_files(defs, [EXAMPLE_BATCH, held_out]))
+        outcomes += held
+        on_done(_summaries(held))
     on_step("scoring every run")
-    materialize_or_fail(defs, 'key:"rm_scores"')
+    on_done(_rows(materialize_or_fail(defs, 'key:"rm_scores"'), "rm_scores", "runs scored"))
     on_step("evaluating Best-of-N on the held-out runs (LLM judges on the embedded model)")
     result = materialize_or_fail(defs, 'key:"evaluation"',
                                  dg.RunConfig(ops={"evaluation": from_engine(EvaluationConfig, MAIN_JOB_EVALUATION)}))
-    return outcomes, materialization_metadata(result, "evaluation")["evaluation_id"]
+    evaluated = materialization_metadata(result, "evaluation")
+    on_done(f"{evaluated.get('dagster/row_count', 0)} rows, {evaluated.get('judge_calls', 0)} judge calls")
+    return outcomes, evaluated["evaluation_id"]
+
+
+def _rows(result: dg.ExecuteInProcessResult, asset_key: str, what: str) -> str:
+    count = materialization_metadata(result, asset_key).get("dagster/row_count")
+    return f"{count} {what}" if count is not None else ""
+
+
+def _summaries(outcomes: list[BatchOutcome]) -> str:
+    return "; ".join(f"{o.batch_id}: {o.summary()}" for o in outcomes)
+
+
+def _reward_model_summary(metadata: dict) -> str:
+    champion_of = metadata.get("champion_of") or {}
+    return "; ".join(f"version {version}" + (f", champion of {', '.join(domains)}" if domains else ", not a champion")
+                     for version, domains in champion_of.items())
 
 
 def _ingested(outcomes: list[BatchOutcome]) -> list[BatchOutcome]:

@@ -9,6 +9,7 @@ from orchrm_dagster.grpo.methods import registered_methods
 from orchrm_dagster.grpo.rewards import reward_kinds
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import ScoringSettings
+from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
 RewardName = Literal[tuple(reward_kinds())]
 MethodName = Literal[tuple(registered_methods())]
@@ -115,6 +116,8 @@ class GRPOSettings:
                                          description="Sub-agents for trajectory rewards and held-out execution")
     scoring: ScoringSettings = Field(default_factory=ScoringSettings, description="How the reward model scores")
     seed: int = Field(default=0, description="Seeds sampling and training")
+    report_to: ReportTo = report_to_field()
+    logging_dir: str | None = logging_dir_field()
 
     def __post_init__(self) -> None:
         if self.group_size < 2:
@@ -129,6 +132,12 @@ class GRPOSettings:
             raise ValueError("reward_weights must be empty or one weight > 0 per reward")
         if self.unparseable_margin < MIN_UNPARSEABLE_MARGIN:
             raise ValueError(f"unparseable_margin must be >= {MIN_UNPARSEABLE_MARGIN}")
+
+    def training_logs(self, run_dir: str, checkpoint_subdir: str = "") -> TrainingLogs:
+        """The logs of the round whose work folder (or published checkpoint) is `run_dir`: its run is named after
+        the method and the round (grpo-r0001); by default they live in the checkpoint's folder and are published
+        with it."""
+        return training_logs(self.report_to, self.logging_dir, self.method, run_dir, checkpoint_subdir)
 
     @property
     def weights(self) -> tuple[float, ...]:

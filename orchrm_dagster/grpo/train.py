@@ -9,6 +9,7 @@ completion tokens, in tiles, without the plans x tokens x vocabulary logits).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.grpo.methods.base import MODEL_SUBDIR
 from orchrm_dagster.grpo.rewards import raw_metric
 from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings, loaded_model, sample_rows
@@ -78,7 +80,8 @@ def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
         # each reward is already normalized within its group (rewards/rule.py); the weighted sum is normalized
         # within the group again, GRPO's advantage. Set here, not left to TRL's defaults.
         reward_weights=list(settings.weights), multi_objective_aggregation="sum_then_normalize", scale_rewards="group",
-        logging_steps=1, report_to="none", save_strategy="steps", save_steps=settings.save_steps,
+        logging_steps=1, **settings.training_logs(output_dir, MODEL_SUBDIR).trainer_args(), save_strategy="steps",
+        save_steps=settings.save_steps,
         save_total_limit=2, disable_tqdm=True, shuffle_dataset=False, **vllm)
 
 
@@ -89,7 +92,9 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
     from trl import GRPOTrainer
 
     device = resolve_device(settings.device)
-    checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(settings),
+    # where the round reports to is no reason to start it over
+    watched = dataclasses.replace(settings, report_to=(), logging_dir=None)
+    checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(watched),
                                                     "prompts": list(dataset["problem_id"])})
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     peft_config = None
@@ -101,10 +106,11 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
     sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
     trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config, rollout_func=sampler)
+    settings.training_logs(output_dir, MODEL_SUBDIR).attach(trainer, resumed=checkpoint is not None)
     trainer.train(resume_from_checkpoint=checkpoint)
     model = trainer.model.merge_and_unload() if settings.lora else trainer.model
-    model.save_pretrained(os.path.join(output_dir, "model"))
-    tokenizer.save_pretrained(os.path.join(output_dir, "model"))
+    model.save_pretrained(os.path.join(output_dir, MODEL_SUBDIR))
+    tokenizer.save_pretrained(os.path.join(output_dir, MODEL_SUBDIR))
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
                         kl=_mean(logged, "kl"),

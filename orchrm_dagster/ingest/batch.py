@@ -22,12 +22,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import sql
-from orchrm_dagster.contract import QUARANTINE, RUNS, SUBAGENT_CALLS, QuarantineKind, RunRecord
-from orchrm_dagster.ingest.flatten import call_rows, run_row
+from orchrm_dagster.contract import QuarantineKind, RunRecord, safe_text
 from orchrm_dagster.ingest.reader import count_newlines, iter_jsonl, iter_parquet, line_aligned_ranges
 from orchrm_dagster.ingest.settings import IngestSettings
+from orchrm_dagster.ingest.staging import RecordStager
 from orchrm_dagster.ingest.validate import Rejection, validate_line
-from orchrm_dagster.storage import ParquetSink, StorageRoot, root_lock
+from orchrm_dagster.storage import StorageRoot, root_lock
 
 _PROGRESS_EVERY = 10_000
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
@@ -99,8 +99,12 @@ def ingest_batch(
         if workers == 1:
             parts = [stage_part(_task(root, batch_id, source_path, staging, settings, 0, 0, None, 1), progress)]
         else:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                tasks = _parallel_tasks(pool, root, batch_id, source_path, staging, settings, workers)
+            # this process stages the first share itself: one worker fewer to start (each imports the engine,
+            # about a second of CPU), and work begins while the others start
+            with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                for _ in range(workers - 1):
+                    pool.submit(_ready)
+                tasks = _parallel_tasks(root, batch_id, source_path, staging, settings, workers)
                 parts = _run_parallel(pool, tasks, progress)
         report.workers = len(parts)
         report.lines_read = sum(p.lines_read for p in parts)
@@ -125,27 +129,32 @@ def _task(root, batch_id, source_path, staging, settings, index, start, end, fir
                      settings)
 
 
-def _parallel_tasks(pool, root, batch_id, source_path, staging, settings, workers) -> list[StageTask]:
+def _ready() -> None:
+    """Started in each worker at once, so that it imports the engine while this process counts lines."""
+    import pyarrow as pa
+
+    pa.array([0])  # pyarrow's first conversion imports pandas (about half a second)
+
+
+def _parallel_tasks(root, batch_id, source_path, staging, settings, workers) -> list[StageTask]:
     with root.fs.open(source_path, "rb") as stream:
         ranges = line_aligned_ranges(stream, root.fs.size(source_path), workers)
-    newlines = list(pool.map(_count_range_newlines, [(root, source_path, s, e) for s, e in ranges]))
+        # a range's first line number is the newlines before it (counting is a fast scan, done here)
+        newlines = [count_newlines(stream, start, end) for start, end in ranges[:-1]]
     first_lines = [1 + sum(newlines[:i]) for i in range(len(ranges))]
     return [_task(root, batch_id, source_path, staging, settings, i, s, e, first)
             for i, ((s, e), first) in enumerate(zip(ranges, first_lines))]
 
 
-def _count_range_newlines(args) -> int:
-    root, path, start, end = args
-    with root.fs.open(path, "rb") as stream:
-        return count_newlines(stream, start, end)
-
-
 def _run_parallel(pool, tasks: list[StageTask], progress) -> list[StagedPart]:
-    parts = []
-    for part in pool.map(stage_part, tasks):
-        parts.append(part)
+    others = [pool.submit(stage_part, task) for task in tasks[1:]]
+    parts = [stage_part(tasks[0])]
+    for future in others:
         if progress:
             progress(sum(p.lines_read for p in parts))
+        parts.append(future.result())
+    if progress:
+        progress(sum(p.lines_read for p in parts))
     return parts
 
 
@@ -154,10 +163,7 @@ def stage_part(task: StageTask, progress: Callable[[int], None] | None = None) -
     source_name = task.source_path.rsplit("/", 1)[-1]
     out = StagedPart(0, f"{task.out_prefix}-runs.parquet", f"{task.out_prefix}-calls.parquet",
                      f"{task.out_prefix}-quarantine.parquet")
-    rows_per_group = task.settings.rows_per_group
-    runs = ParquetSink(out.runs, RUNS, rows_per_group)
-    calls = ParquetSink(out.calls, SUBAGENT_CALLS, rows_per_group)
-    quarantine = ParquetSink(out.quarantine, QUARANTINE, rows_per_group)
+    stager = RecordStager(out.runs, out.calls, out.quarantine, task.batch_id, source_name, task.settings)
     lines_read = 0
     with task.root.fs.open(task.source_path, "rb") as stream:
         try:
@@ -165,20 +171,17 @@ def stage_part(task: StageTask, progress: Callable[[int], None] | None = None) -
                 lines_read += 1
                 outcome = validate_line(line, task.settings)
                 if isinstance(outcome, RunRecord):
-                    runs.append(run_row(outcome, task.batch_id, source_name, line.line_number))
-                    for row in call_rows(outcome, task.batch_id, line.line_number):
-                        calls.append(row)
+                    stager.add(line, outcome)
                 else:
-                    quarantine.append_mapping(_quarantine_row(outcome, task.batch_id, source_name))
+                    stager.reject(outcome)
                 if progress and lines_read % _PROGRESS_EVERY == 0:
                     progress(lines_read)
         except (pa.ArrowException, OSError) as err:  # a corrupt or truncated Parquet file: keep what was read
-            quarantine.append_mapping(_quarantine_row(Rejection(
+            stager.reject(Rejection(
                 lines_read + 1, QuarantineKind.UNREADABLE_FILE, None,
-                f"the file cannot be read past row {lines_read}: {type(err).__name__}: {err}", "", False),
-                task.batch_id, source_name))
-    for sink in (runs, calls, quarantine):
-        sink.close()
+                f"the file cannot be read past row {lines_read}: {type(err).__name__}: {safe_text(str(err))}", "",
+                False))
+    stager.close()
     if progress:
         progress(lines_read)
     return StagedPart(lines_read, out.runs, out.calls, out.quarantine)
@@ -190,20 +193,6 @@ def _lines(stream, task: StageTask):
     stream.seek(task.start)
     budget = None if task.end is None else task.end - task.start
     return iter_jsonl(stream, task.settings.max_record_bytes, task.first_line, budget)
-
-
-def _quarantine_row(rejection: Rejection, batch_id: str, source_name: str) -> dict:
-    return {
-        "batch_id": batch_id,
-        "source_file": source_name,
-        "line_number": rejection.line_number,
-        "run_id": rejection.run_id,
-        "field": rejection.field,
-        "kind": rejection.kind.value,
-        "reason": f"{source_name}:{rejection.line_number}: {rejection.reason}",
-        "raw": rejection.raw,
-        "raw_truncated": rejection.raw_truncated,
-    }
 
 
 def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:

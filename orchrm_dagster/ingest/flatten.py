@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import timezone
 from typing import Any
 
-import orjson
+from orchrm_dagster.contract import RunRecord, UnstorableValue, json_text, plan_hash
 
-from orchrm_dagster.contract import RunRecord, plan_hash
+# The record field each `runs` column holds, where the names differ (what a quarantined line's `field` names).
+RUN_COLUMN_FIELDS = {
+    "policy_name": "policy.name", "policy_kind": "policy.kind", "policy_step": "policy.step",
+    "orchestrator_tokens": "tokens.orchestrator", "subagent_tokens": "tokens.subagents",
+    "orchestrator_prompt_tokens": "tokens.orchestrator_prompt",
+    "orchestrator_completion_tokens": "tokens.orchestrator_completion",
+    "subagent_prompt_tokens": "tokens.subagent_prompt", "subagent_completion_tokens": "tokens.subagent_completion",
+}
 
 
 def record_meta(record: RunRecord) -> str | None:
-    """The record's meta with unknown fields folded in (nested ones under 'policy.x' / 'tokens.x')."""
+    """The record's meta with unknown fields folded in (nested ones under 'policy.x' / 'tokens.x'), as JSON text;
+    raises UnstorableValue for a value JSON text cannot hold."""
     meta: dict[str, Any] = dict(record.meta or {})
     extras: dict[str, Any] = dict(record.model_extra or {})
     for prefix, part in (("policy", record.policy), ("tokens", record.tokens)):
@@ -19,13 +26,14 @@ def record_meta(record: RunRecord) -> str | None:
             extras[f"{prefix}.{key}"] = value
     for key, value in extras.items():
         meta[key if key not in meta else f"unknown.{key}"] = value
-    return orjson.dumps(meta, default=str).decode() if meta else None
+    return json_text(meta, "meta") if meta else None
 
 
-def _utc(value):
-    if value is None:
-        return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+def _plan_hash(plan: str) -> str:
+    try:
+        return plan_hash(plan)
+    except UnicodeEncodeError:
+        raise UnstorableValue("plan", "text holds a lone surrogate (not encodable as UTF-8)") from None
 
 
 def _token_columns(tokens) -> tuple:
@@ -41,16 +49,17 @@ def _token_columns(tokens) -> tuple:
 
 
 def run_row(record: RunRecord, batch_id: str, source_file: str, line_number: int) -> tuple:
-    """One `runs` row, in the column order of the RUNS schema (a tuple: this runs once per record)."""
+    """One `runs` row, in the column order of the RUNS schema (a tuple: this runs once per record). Its values are
+    not checked against the columns' storable range here: `contract.storable` checks a chunk of rows at once."""
     tokens = record.tokens
     policy = record.policy
     return (
         batch_id, record.run_id, record.problem_id, record.benchmark, record.question,
         policy.name, policy.kind, policy.step,
-        record.plan, plan_hash(record.plan), record.reference_answer, record.sample_index, record.final_answer,
+        record.plan, _plan_hash(record.plan), record.reference_answer, record.sample_index, record.final_answer,
         len(record.subagents) if record.subagents is not None else None,
         *_token_columns(tokens),
-        record.plan_logprob, record.is_correct, record.error, _utc(record.created_at), record_meta(record),
+        record.plan_logprob, record.is_correct, record.error, record.created_at, record_meta(record),
         source_file, line_number,
     )
 
@@ -60,7 +69,7 @@ def call_rows(record: RunRecord, batch_id: str, line_number: int) -> list[tuple]
     return [
         (batch_id, record.run_id, index, call.agent_id, call.agent_name, call.input, call.output,
          call.prompt_tokens, call.completion_tokens, call.model,
-         orjson.dumps(call.model_extra, default=str).decode() if call.model_extra else None,
+         json_text(call.model_extra, f"subagents[{index}]") if call.model_extra else None,
          line_number)  # line_number tells apart the calls of two records that share a run_id
         for index, call in enumerate(record.subagents or ())
     ]

@@ -7,11 +7,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+
+from orchrm_dagster.contract import type_name
 
 _READ_BUFFER = 8 << 20
 _SKIP_CHUNK = 1 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
+_CONVERSION_ERRORS = (pa.ArrowException, OverflowError, ValueError, UnicodeError)
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,7 @@ class SourceLine:
     data: bytes | None = None
     record: dict[str, Any] | None = None
     oversize_bytes: int | None = None  # the line was longer than the limit; its text is truncated to `data`
+    unreadable: tuple[str, str] | None = None  # (column, why): a Parquet value Python cannot hold (a year past 9999)
 
 
 def iter_jsonl(stream, max_record_bytes: int, first_line: int = 1, byte_budget: int | None = None
@@ -44,7 +49,7 @@ def iter_jsonl(stream, max_record_bytes: int, first_line: int = 1, byte_budget: 
             continue
         if line_number == 1 and line.startswith(_UTF8_BOM):  # written by some editors and exporters: not JSON
             line = line[len(_UTF8_BOM):]
-        if line.strip():
+        if not line[:1].isspace() or line.strip():  # strip() copies the line: only for one that may be blank
             yield SourceLine(line_number, data=line)
 
 
@@ -82,9 +87,54 @@ def _skip_rest_of_line(reader: io.BufferedReader) -> int:
 
 
 def iter_parquet(stream: Any, batch_rows: int = 4096) -> Iterator[SourceLine]:
-    """Parquet rows as records; `line_number` is the 1-based row number."""
+    """Parquet rows as records; `line_number` is the 1-based row number. A value that cannot become a Python value
+    costs its own row (`unreadable`), not its batch of rows."""
     row = 0
     for batch in pq.ParquetFile(stream).iter_batches(batch_size=batch_rows):
-        for record in batch.to_pylist():
+        batch = _timestamps_in_utc(batch)
+        try:
+            records = batch.to_pylist()
+        except _CONVERSION_ERRORS:
+            records = [_row_or_problem(batch, i) for i in range(batch.num_rows)]
+        for record in records:
             row += 1
-            yield SourceLine(row, record={k: v for k, v in record.items() if v is not None})
+            if isinstance(record, tuple):
+                column, reason, readable = record
+                yield SourceLine(row, record=readable, unreadable=(column, reason))
+            else:
+                yield SourceLine(row, record={k: v for k, v in record.items() if v is not None})
+
+
+def _timestamps_in_utc(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Zoned timestamps as UTC (the same instants): the contract normalises to UTC, and an instant near year 1 or
+    9999 may have no Python datetime in its own zone (0001-01-01T00:00Z is year 0 at -05:00)."""
+    zoned = [i for i, column in enumerate(batch.schema) if pa.types.is_timestamp(column.type) and column.type.tz
+             and column.type.tz != "UTC"]
+    for i in zoned:
+        column = batch.schema.field(i)
+        batch = batch.set_column(i, column.with_type(pa.timestamp(column.type.unit, "UTC")),
+                                 batch.column(i).cast(pa.timestamp(column.type.unit, "UTC")))
+    return batch
+
+
+def _row_or_problem(batch: pa.RecordBatch, index: int) -> dict | tuple[str, str, dict]:
+    row = batch.slice(index, 1)
+    try:
+        return row.to_pylist()[0]
+    except _CONVERSION_ERRORS:
+        pass
+    readable = {}
+    problem = None
+    for name, column in zip(row.schema.names, row.columns):
+        try:
+            readable[name] = column.to_pylist()[0]
+        except _CONVERSION_ERRORS as err:
+            problem = problem or (name, _unreadable_reason(column, err))
+            readable[name] = f"<unreadable {column.type}>"
+    return (*(problem or ("record", "the row cannot be read")), readable)
+
+
+def _unreadable_reason(column: pa.Array, err: Exception) -> str:
+    if pa.types.is_timestamp(column.type):  # the storable range's own words (contract.storable)
+        return f"{column.cast(pa.int64())[0]} {column.type.unit} from 1970 is outside years 1-9999 once normalised to UTC"
+    return f"a {column.type} value Python cannot hold: {type_name(err)}"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import orjson
 from pydantic import ValidationError
 
-from orchrm_dagster.contract import QuarantineKind, RunRecord
-from orchrm_dagster.ingest.flatten import record_meta
+from orchrm_dagster.contract import QuarantineKind, RunRecord, UnstorableValue, is_utf8, json_text
 from orchrm_dagster.ingest.reader import SourceLine
 from orchrm_dagster.ingest.settings import IngestSettings
 
@@ -34,18 +32,22 @@ def validate_line(line: SourceLine, limits: IngestSettings) -> RunRecord | Rejec
             f"record is {line.oversize_bytes:,} bytes, over max_record_bytes={limits.max_record_bytes:,}",
             limits, truncated=True,
         )
+    if line.unreadable is not None:
+        return unstorable(line, *line.unreadable, limits)
     try:
-        # Parquet rows go through JSON too, so both formats obey exactly the same rules
-        data = line.data if line.record is None else orjson.dumps(_decode_embedded_meta(line.record), default=str)
+        # Parquet rows go through JSON too, so both formats obey exactly the same rules (JSON text would turn a
+        # NaN into null: json_text refuses it instead)
+        data = line.data if line.record is None else json_text(_decode_embedded_meta(line.record), "", default=str)
         record = RunRecord.model_validate_json(data)
+    except UnstorableValue as err:
+        return unstorable(line, err.field, err.reason, limits)
     except ValidationError as err:
         kind, field, reason = _describe(err)
         return _reject(line, kind, field, reason, limits)
-    unstorable = unstorable_value(record)
-    if unstorable:
-        field, reason = unstorable
-        return _reject(line, QuarantineKind.UNSTORABLE_VALUE, field, reason, limits, run_id=_text_or_none(record.run_id))
-    oversize = _oversize_field(record, limits.max_field_chars)
+    # the storable range of the values is checked a chunk of records at once, where they are staged (ingest.staging)
+    # a field has at most as many characters as its line has bytes: a short line needs no look at its fields
+    may_be_oversize = line.data is None or len(line.data) > limits.max_field_chars
+    oversize = may_be_oversize and _oversize_field(record, limits.max_field_chars)
     if oversize:
         field, size = oversize
         return _reject(line, QuarantineKind.OVERSIZE_FIELD, field,
@@ -95,48 +97,10 @@ def _loc(loc: tuple) -> str | None:
     return text or None
 
 
-_INT64 = (-(2**63), 2**63 - 1)
-_TEXT_FIELDS = ("run_id", "problem_id", "benchmark", "question", "plan", "reference_answer", "final_answer", "error")
-
-
-def unstorable_value(record: RunRecord) -> tuple[str, str] | None:
-    """A value the contract accepts but the tables cannot store, as (field, reason): an integer outside 64 bits,
-    a number that is not finite, text that is not encodable UTF-8 (a lone surrogate), extra fields that do not
-    serialize to JSON."""
-    integers = [("sample_index", record.sample_index), ("policy.step", record.policy.step)]
-    if record.tokens is not None:
-        integers += [(f"tokens.{name}", getattr(record.tokens, name)) for name in type(record.tokens).model_fields]
-    for i, call in enumerate(record.subagents or ()):
-        integers += [(f"subagents[{i}].prompt_tokens", call.prompt_tokens),
-                     (f"subagents[{i}].completion_tokens", call.completion_tokens)]
-    for name, value in integers:
-        if value is not None and not _INT64[0] <= value <= _INT64[1]:
-            return name, f"integer {value} does not fit in 64 bits"
-    if record.plan_logprob is not None and not math.isfinite(record.plan_logprob):
-        return "plan_logprob", f"{record.plan_logprob} is not a finite number"
-    texts = [(name, getattr(record, name)) for name in _TEXT_FIELDS] + [("policy.name", record.policy.name)]
-    for i, call in enumerate(record.subagents or ()):
-        texts += [(f"subagents[{i}].{name}", getattr(call, name)) for name in ("agent_id", "input", "output")]
-    for name, value in texts:
-        if value is not None and not _encodable(value):
-            return name, "text holds a lone surrogate (not encodable as UTF-8)"
-    try:
-        record_meta(record)
-    except (TypeError, ValueError) as err:
-        return "meta", f"does not serialize to JSON: {err}"
-    return None
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _text_or_none(text: str) -> str | None:
-    return text if _encodable(text) else None
+def unstorable(line: SourceLine, field: str, reason: str, limits: IngestSettings, run_id: str | None = None
+               ) -> Rejection:
+    """The quarantine entry of a valid record holding a value no table can store (see contract.storable)."""
+    return _reject(line, QuarantineKind.UNSTORABLE_VALUE, field, reason, limits, run_id=run_id)
 
 
 def _oversize_field(record: RunRecord, limit: int) -> tuple[str, int] | None:
@@ -160,7 +124,7 @@ def _reject(line: SourceLine, kind: QuarantineKind, field: str | None, reason: s
         raw, truncated = raw[: limits.max_raw_chars], True
     guessed = run_id or _guess_run_id(line)
     return Rejection(line.line_number, kind, field, reason, raw, truncated,
-                     guessed if guessed is not None and _encodable(guessed) else None)
+                     guessed if guessed is not None and is_utf8(guessed) else None)
 
 
 def _record_text(record: dict) -> str:

@@ -49,10 +49,7 @@ def _pair_counts(root: StorageRoot, built_from: str, version: int | None) -> tup
 
 
 def is_ingested(root: StorageRoot, landed: LandedFile) -> bool:
-    """The landed content is the batch's (its ingest recorded this fingerprint) and its labels are not older."""
-    batch = landed.batch_id
-    return (root.batch_source("runs", batch) == landed.fingerprint
-            and root.batch_generation("labels", batch) >= root.batch_generation("runs", batch))
+    return root.is_ingested(landed)
 
 
 def rounds(root: StorageRoot) -> tuple[Round, ...]:

@@ -1,21 +1,31 @@
 """Export pairs to, and import pairs from, the published OrchRM pair format.
 
-A published record is one JSON line: {"input": question, "chosen": plan, "rejected": plan, "source": ...}.
+A published record is {"input": question, "chosen": plan, "rejected": plan, "source": ...}: one JSON line of a
+JSONL file, or one row of a Parquet file with those four string columns. Files are local paths or URLs (s3://...);
+one in the storage root's object store is reached with the root's endpoint and credentials.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
 import orjson
 import polars as pl
+import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import IMPORTED_PAIRS, plan_hash
 from orchrm_dagster.pairs.rules import PairRules, pair_id, split_for
 from orchrm_dagster.pairs.texts import pair_texts
+from orchrm_dagster.storage import StorageRoot, written_whole
 
 PUBLISHED_FIELDS = ("input", "chosen", "rejected", "source")
+PUBLISHED_FORMATS = ("jsonl", "parquet")
+_SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
 _IMPORTED_SCHEMA = pl.from_arrow(IMPORTED_PAIRS.empty_table()).schema
 
 
@@ -26,35 +36,67 @@ class ImportedPairs:
 
 
 def export_published(pairs: pl.LazyFrame, runs: pl.LazyFrame, out_jsonl: str) -> int:
-    """Write the pairs as published records, texts from `runs`; returns the count. Line order is unspecified."""
-    records = pair_texts(pairs, runs).select(
-        pl.col("question").alias("input"), pl.col("chosen_plan").alias("chosen"),
-        pl.col("rejected_plan").alias("rejected"), "source")
-    records.sink_ndjson(out_jsonl, maintain_order=False)
-    ids = runs.select("run_id")
-    return (pairs.join(ids, left_on="chosen_run_id", right_on="run_id", how="semi")
-            .join(ids, left_on="rejected_run_id", right_on="run_id", how="semi")
-            .select(pl.len()).collect().item())
+    """Write the pairs as published records, texts from `runs` (`write_published`); returns the count."""
+    return write_published(pair_texts(pairs, runs).collect(), out_jsonl, "jsonl")
 
 
-def import_published(path: str, rules: PairRules, batch_rows: int = 10_000) -> ImportedPairs:
-    """Read published records; a problem is identified by the hash of its input (whitespace-normalised), and split
-    by the same rule as built pairs. A repeated (input, chosen, rejected, source) is kept once, at its first line."""
+def published_format(path: str, fmt: str | None = None) -> str:
+    """`fmt` when given, else the format PATH's suffix names (.jsonl, .ndjson, .json: jsonl; .parquet: parquet)."""
+    if fmt is not None:
+        if fmt not in PUBLISHED_FORMATS:
+            raise ValueError(f"format {fmt!r}: choose from {', '.join(PUBLISHED_FORMATS)}")
+        return fmt
+    suffix = os.path.splitext(path.rstrip("/"))[1].lower()
+    if suffix not in _SUFFIX_FORMATS:
+        raise ValueError(f"{path}: cannot tell the format from the suffix {suffix or '(none)'!r}; name a "
+                         f".jsonl or .parquet file, or give the format ({' or '.join(PUBLISHED_FORMATS)})")
+    return _SUFFIX_FORMATS[suffix]
+
+
+def write_published(texts: pl.DataFrame, path: str, fmt: str | None = None, root: StorageRoot | None = None) -> int:
+    """Write pair texts (PAIR_TEXT_COLUMNS rows) as published records to `path` (JSONL or Parquet, local or a URL);
+    returns the count. A record repeated word for word is written once; records are sorted by their texts, so the
+    same pairs give the same file. A reader never sees a partial file (an object store publishes an upload whole; a local
+    file is renamed into place)."""
+    fmt = published_format(path, fmt)
+    records = (texts.select(pl.col("question").alias("input"), pl.col("chosen_plan").alias("chosen"),
+                            pl.col("rejected_plan").alias("rejected"), "source")
+               .unique(maintain_order=False)
+               .sort(PUBLISHED_FIELDS))
+    fs, target = file_system(path, root)
+    fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+    with written_whole(target, local=isinstance(fs, LocalFileSystem)) as partial, fs.open(partial, "wb") as out:
+        if fmt == "parquet":
+            records.write_parquet(out, compression="zstd")
+        else:
+            records.write_ndjson(out)
+    return records.height
+
+
+def file_system(path: str, root: StorageRoot | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """(filesystem, path within it) of a local path or URL: the storage root's own filesystem for a file in its
+    object store, so its endpoint and credentials apply."""
+    if root is not None and not root.is_local and path.startswith(f"{root.protocol}://"):
+        return root.fs, path.split("://", 1)[1]
+    return fsspec.core.url_to_fs(path)
+
+
+def import_published(path: str, rules: PairRules, batch_rows: int = 10_000,
+                     root: StorageRoot | None = None) -> ImportedPairs:
+    """Read published records (JSONL, or Parquet when the path ends in .parquet; a row of a Parquet file counts as
+    its line); a problem is identified by the hash of its input (whitespace-normalised), and split by the same rule
+    as built pairs. A repeated (input, chosen, rejected, source) is kept once, at its first line."""
     rejected: list[str] = []
     frames: list[pl.DataFrame] = []
     batch: list[tuple] = []
-    with open(path, "rb") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = _published_record(line)
-            if isinstance(record, str):
-                rejected.append(f"{path}:{number}: {record}")
-                continue
-            batch.append((number, *(record[name] for name in PUBLISHED_FIELDS)))
-            if len(batch) == batch_rows:  # texts are held compactly in Arrow; Python objects only for one batch
-                frames.append(_imported_rows(batch, rules, rejected, path))
-                batch = []
+    for number, record in _numbered_records(path, batch_rows, root):
+        if isinstance(record, str):
+            rejected.append(f"{path}:{number}: {record}")
+            continue
+        batch.append((number, *(record[name] for name in PUBLISHED_FIELDS)))
+        if len(batch) == batch_rows:  # texts are held compactly in Arrow; Python objects only for one batch
+            frames.append(_imported_rows(batch, rules, rejected, path))
+            batch = []
     frames.append(_imported_rows(batch, rules, rejected, path))
     table = pl.concat(frames).with_columns(first=pl.col("line").min().over("pair_id", "source"))
     duplicates = table.filter(pl.col("line") != pl.col("first")).select("line", "first")
@@ -79,11 +121,31 @@ def _imported_rows(batch: list[tuple], rules: PairRules, rejected: list[str], pa
     return pl.DataFrame(rows, schema={"line": pl.Int64, **_IMPORTED_SCHEMA}, orient="row")
 
 
+def _numbered_records(path: str, batch_rows: int, root: StorageRoot | None) -> Iterator[tuple[int, dict | str]]:
+    """(line or row number, the record or why it is refused) of every record of the file; blank lines skipped."""
+    fs, source = file_system(path, root)
+    with fs.open(source, "rb") as stream:
+        if path.lower().endswith(".parquet"):
+            number = 0
+            for batch in pq.ParquetFile(stream).iter_batches(batch_size=batch_rows):
+                for row in batch.to_pylist():
+                    number += 1
+                    yield number, _checked_record(row)
+            return
+        for number, line in enumerate(stream, start=1):
+            if line.strip():
+                yield number, _published_record(line)
+
+
 def _published_record(line: bytes) -> dict[str, str] | str:
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError as error:
         return f"not JSON ({error})"
+    return _checked_record(record)
+
+
+def _checked_record(record) -> dict[str, str] | str:
     if not isinstance(record, dict):
         return f"not a JSON object but {type(record).__name__}"
     for name in PUBLISHED_FIELDS:

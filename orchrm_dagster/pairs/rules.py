@@ -32,8 +32,9 @@ class PairRules:
     mix_correct: int = Field(default=1, description="Correct-over-incorrect share of the mix (the paper: 1)")
     validation_fraction: float = Field(default=0.10, description="Share of problems whose pairs validate")
     seed: int = Field(default=0, description="Seeds which pairs the caps keep")
-    import_files: tuple[str, ...] = Field(default=(), description="Pairs in the published OrchRM format (JSONL: "
-                                          "input, chosen, rejected, source) to train on as well")
+    import_files: tuple[str, ...] = Field(default=(), description="Pairs in the published OrchRM format (JSONL or "
+                                          "Parquet: input, chosen, rejected, source; a path or s3:// URL) to train "
+                                          "on as well (`orchrm export-pairs` writes them)")
 
     def __post_init__(self) -> None:
         if min(self.specialized_per_problem, self.correct_per_problem) < 1:

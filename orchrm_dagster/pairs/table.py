@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,8 +13,8 @@ import polars as pl
 
 from orchrm_dagster.contract import IMPORTED_PAIRS
 from orchrm_dagster.pairs.build import PairStats, build_pairs
-from orchrm_dagster.pairs.published import import_published
-from orchrm_dagster.pairs.rules import PairRules
+from orchrm_dagster.pairs.published import import_published, normalise_source, write_published
+from orchrm_dagster.pairs.rules import SPLITS, PairRules
 from orchrm_dagster.pairs.texts import pair_texts
 from orchrm_dagster.storage import StorageRoot, Warehouse, scan_table
 
@@ -79,7 +80,7 @@ def _rules_path(root: StorageRoot) -> str:
 
 
 def _import_files(root: StorageRoot, rules: PairRules) -> tuple[int, list[str]]:
-    results = [import_published(path, rules) for path in rules.import_files]
+    results = [import_published(path, rules, root=root) for path in rules.import_files]
     rejections = [line for result in results for line in result.rejected]
     target = root.table_file("imported_pairs")
     if not results and not root.exists(target):
@@ -93,3 +94,19 @@ def training_pair_texts(root: StorageRoot) -> pl.DataFrame:
     """Every pair (built and imported) with its texts, as reward-model training reads them."""
     imported = scan_table(root, "imported_pairs")
     return pair_texts(scan_table(root, "pairs"), scan_table(root, "runs"), imported).collect()
+
+
+def export_pairs(root: StorageRoot, path: str, fmt: str | None = None, sources: Collection[str] = (),
+                 splits: Collection[str] = ()) -> int:
+    """Write every pair reward-model training reads now (built and imported; only those of `sources` and `splits`
+    when given) to `path` in the published OrchRM format, JSONL or Parquet (`fmt`, else PATH's suffix), a local
+    path or a URL; returns the count. `import_files` reads the file back as the same pairs."""
+    unknown = sorted(set(splits) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"split {', '.join(unknown)}: choose from {', '.join(SPLITS)}")
+    texts = training_pair_texts(root)
+    if sources:
+        texts = texts.filter(pl.col("source").is_in([normalise_source(s) for s in sources]))
+    if splits:
+        texts = texts.filter(pl.col("split").is_in(list(splits)))
+    return write_published(texts, path, fmt, root)

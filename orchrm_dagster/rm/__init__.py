@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
+    "CHAMPION_FILE": "champions",
     "MODEL_SUBDIR": "checkpoints",
     "PAIR_PROBLEMS_FILE": "lifecycle",
     "PairTexts": "data",
@@ -37,6 +38,8 @@ _EXPORTS = {
     "read_champions": "champions",
     "score_runs": "run_scores",
     "train_new_version": "lifecycle",
+    "retrain_version": "lifecycle",
+    "read_training_pairs": "checkpoints",
     "train_on_current_pairs": "lifecycle",
     "RewardScorer": "score",
     "InputFormat": "template",

@@ -1,6 +1,7 @@
 """Versioned reward-model checkpoints under a local root, and the champion/challenger rule.
 
-Layout: root/v0001/{manifest.json, model/...}, root/v0002/..., one folder per trained version.
+Layout: root/v0001/{manifest.json, training_pairs.parquet, model/...}, root/v0002/..., one folder per trained
+version.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+import polars as pl
+import pyarrow.parquet as pq
+
+from orchrm_dagster.contract import RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE
+from orchrm_dagster.pairs import TRAIN, VALIDATION
 from orchrm_dagster.rm.config import RMTrainConfig, backbone_label
+from orchrm_dagster.rm.data import PAIR_COLUMNS, PairTexts
 
 MANIFEST = "manifest.json"
 MODEL_SUBDIR = "model"  # the trained model (safetensors + tokenizer) inside a version folder
@@ -64,6 +71,49 @@ def write_manifest(version_dir: str, manifest: dict) -> str:
 def read_manifest(version_dir: str) -> dict:
     with open(os.path.join(version_dir, MANIFEST)) as source:
         return json.load(source)
+
+
+def saved_config(manifest: dict, run: RMTrainConfig | None = None) -> RMTrainConfig:
+    """The settings a version trained with (a setting added since takes its default), where its training logs go
+    taken from `run`."""
+    fields = RMTrainConfig.__pydantic_fields__
+    saved = {name: value for name, value in manifest["config"].items() if name in fields}
+    logs = {name: getattr(run, name) for name in _LOG_SETTINGS if run is not None and name in fields}
+    return RMTrainConfig(**{**saved, **logs, "retrain_from_version": None})
+
+
+_LOG_SETTINGS = ("report_to", "logging_dir")  # where training is watched, not what it learns
+
+
+def save_training_pairs(version_dir: str, version: int, train: PairTexts, validation: PairTexts,
+                        described: pl.DataFrame) -> str:
+    """Write the pairs a version trained and validated on, in the order training read them, beside its checkpoint;
+    `described`: each pair's problem_id and domain (train rows, then validation rows). Returns the file's path."""
+    rows = pl.concat([_split_rows(TRAIN, train), _split_rows(VALIDATION, validation)])
+    rows = pl.concat([rows, described.select("problem_id", "domain")], how="horizontal")
+    table = rows.with_columns(version=pl.lit(version, pl.Int64)).select(RM_TRAINING_PAIRS.names).to_arrow()
+    path = os.path.join(version_dir, RM_TRAINING_PAIRS_FILE)
+    pq.write_table(table.cast(RM_TRAINING_PAIRS), path + ".partial", compression="zstd")
+    os.replace(path + ".partial", path)
+    return path
+
+
+def _split_rows(split: str, pairs: PairTexts) -> pl.DataFrame:
+    texts = pl.DataFrame({name: getattr(pairs, name) for name in PAIR_COLUMNS},
+                         schema=dict.fromkeys(PAIR_COLUMNS, pl.String))
+    return texts.with_columns(split=pl.lit(split), position=pl.int_range(pl.len(), dtype=pl.Int64))
+
+
+def read_training_pairs(version_dir: str) -> pl.DataFrame:
+    """The pairs saved by `save_training_pairs`, train then validation, each in the order training read them."""
+    path = os.path.join(version_dir, RM_TRAINING_PAIRS_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: this version was trained before its pairs were saved beside it")
+    return pl.read_parquet(path).sort(pl.col("split") != TRAIN, "position")
+
+
+def split_pairs(saved: pl.DataFrame, split: str) -> PairTexts:
+    return PairTexts(**{name: saved.filter(pl.col("split") == split)[name].to_list() for name in PAIR_COLUMNS})
 
 
 def list_versions(root: str) -> list[dict]:

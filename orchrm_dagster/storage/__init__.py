@@ -1,17 +1,29 @@
 """Where the data lives: the storage root (local folder or S3), Parquet writing, DuckDB and Polars access."""
 
 from orchrm_dagster.storage.duck import bulk_settings, duckdb_settings
-from orchrm_dagster.storage.frames import scan_files, scan_table, table_files
 from orchrm_dagster.storage.locks import LockTimeout, root_lock
-from orchrm_dagster.storage.parquet import ParquetSink
 from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for,
-                                         default_storage_url, local_work_dir, root_cache_dir, safe_name)
+                                         default_storage_url, local_work_dir, root_cache_dir, safe_name,
+                                         written_whole)
 from orchrm_dagster.storage.settings import StorageSettings
 from orchrm_dagster.storage.warehouse import NotAReadStatement, Warehouse, WarehouseBusy, check_read_only
+
+# Polars, pandas and pyarrow.dataset come with these (about 0.5 s): imported on first use, so a command that only
+# reads the warehouse (`orchrm query`, `orchrm status`) answers in well under a second.
+_LAZY = {"scan_files": "frames", "scan_table": "frames", "table_files": "frames", "ParquetSink": "parquet"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"orchrm_dagster.storage.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "LANDING_SUFFIXES", "LandedFile", "LockTimeout", "NotAReadStatement", "ParquetSink", "StorageRoot",
     "StorageSettings", "Warehouse", "WarehouseBusy", "batch_id_for", "bulk_settings",
     "check_read_only", "default_storage_url", "duckdb_settings", "local_work_dir", "root_cache_dir", "root_lock",
-    "safe_name", "scan_files", "scan_table", "table_files",
+    "safe_name", "scan_files", "scan_table", "table_files", "written_whole",
 ]

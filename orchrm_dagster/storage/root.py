@@ -54,6 +54,22 @@ class LandedFile:
         return batch_id_for(self.name)
 
 
+@contextlib.contextmanager
+def written_whole(path: str, local: bool) -> Iterator[str]:
+    """Yields the path to write so that readers see `path` only once it is complete: on a local disk a temporary
+    name renamed over it; an object store publishes an object only when its upload completes."""
+    if not local:
+        yield path
+        return
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 class StorageRoot:
     def __init__(self, url: str, s3_endpoint_url: str | None = None):
         storage_options = {"endpoint_url": s3_endpoint_url} if s3_endpoint_url else {}
@@ -143,6 +159,12 @@ class StorageRoot:
         pointer = f"{self.batch_dir(table, batch_id)}/{SOURCE}"
         return self.fs.cat_file(pointer).decode() if self.fs.exists(pointer) else None
 
+    def is_ingested(self, landed: LandedFile) -> bool:
+        """The landed content is the batch's (its ingest recorded this fingerprint) and its labels are not older."""
+        batch = landed.batch_id
+        return (self.batch_source("runs", batch) == landed.fingerprint
+                and self.batch_generation("labels", batch) >= self.batch_generation("runs", batch))
+
     def ingested_inputs(self) -> str:
         """A fingerprint of every ingested batch as it is now (its runs and labels generations): what pairs and
         scores built from the ingested runs record, so the loop can tell when they are behind."""
@@ -226,16 +248,8 @@ class StorageRoot:
     def atomic_writer(self, path: str) -> Iterator[str]:
         """Yields a path to write; readers see the file at `path` only once it is complete."""
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        if not self.is_local:  # an object store publishes an object only when its upload completes
-            yield path
-            return
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        try:
-            yield tmp
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        with written_whole(path, local=self.is_local) as target:
+            yield target
 
     def write_table(self, table: pa.Table, path: str) -> None:
         with self.atomic_writer(path) as target, self.fs.open(target, "wb") as out:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -11,11 +12,15 @@ import duckdb
 from filelock import FileLock
 
 import sql
-from orchrm_dagster.contract import WAREHOUSE_TABLES
-from orchrm_dagster.storage.frames import table_files
+from orchrm_dagster.contract import RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE, WAREHOUSE_TABLES
 from orchrm_dagster.storage.root import StorageRoot, root_cache_dir
 
 _LOCK_WAIT_S = 120.0
+
+# The warehouse file is written in DuckDB 1.0's storage format (header version 64), which every DuckDB from 1.0 on
+# reads, the `duckdb` CLI on the package index included (1.5 reads 64-68; DuckDB 2.0's own format is newer).
+# It holds only views, so a file in any other format is simply replaced by the next refresh.
+WAREHOUSE_STORAGE_VERSION = "v1.0.0"
 
 
 # DuckDB takes '?' in a database file's path for the start of a query string (its WAL path comes out wrong); a root
@@ -71,10 +76,13 @@ class Warehouse:
         building = f"{self.path}.{uuid.uuid4().hex}.building"
         with self.write_lock:
             try:
-                with duckdb.connect(building) as con:
+                compatible = {"storage_compatibility_version": WAREHOUSE_STORAGE_VERSION}
+                with duckdb.connect(building, config=compatible) as con:
                     self._register_filesystem(con)
                     for table in WAREHOUSE_TABLES:
                         con.execute(self._view_sql(con, table))
+                    con.execute(self._files_view_sql(con, "rm_training_pairs", self._rm_training_pairs_files(),
+                                                     RM_TRAINING_PAIRS))
                 os.replace(building, self.path)
             finally:
                 for leftover in (building, building + ".wal"):
@@ -92,15 +100,34 @@ class Warehouse:
 
     def _view_sql(self, con: duckdb.DuckDBPyConnection, table: str) -> str:
         """A view over the table's files, listed (never globbed: a root may hold '[' or '*')."""
+        from orchrm_dagster.storage.frames import table_files  # Polars: only a writer needs it
+
         files = [self.root.to_uri(path) for path in table_files(self.root, table)]
-        empty = con.from_arrow(WAREHOUSE_TABLES[table].empty_table())
+        return self._files_view_sql(con, table, files, WAREHOUSE_TABLES[table])
+
+    def _rm_training_pairs_files(self) -> list[str]:
+        """The training pairs saved in each reward-model version's folder (checkpoints/rm/v<N>/), listed."""
+        folder = self.root.path("checkpoints", "rm")
+        self.root.fs.invalidate_cache(folder)  # a version uploaded a moment ago is listed
+        try:
+            entries = self.root.fs.ls(folder, detail=True)
+        except FileNotFoundError:
+            return []
+        versions = [e["name"].rstrip("/") for e in entries if e["type"] == "directory"]
+        candidates = sorted(f"{v}/{RM_TRAINING_PAIRS_FILE}" for v in versions
+                            if re.fullmatch(r"v\d+", v.rsplit("/", 1)[-1]))
+        return [self.root.to_uri(path) for path in candidates if self.root.fs.exists(path)]
+
+    def _files_view_sql(self, con: duckdb.DuckDBPyConnection, view: str, files: list[str], schema) -> str:
+        """A view over `files` with `schema`'s columns (a file without a column reads it as NULL)."""
+        empty = con.from_arrow(schema.empty_table())
         typed_nulls = ", ".join(
             f"CAST(NULL AS {dtype}) AS {sql.identifier(col)}" for col, dtype in zip(empty.columns, empty.dtypes)
         )
         if files:
-            return sql.load("create_parquet_view", view=sql.identifier(table), files=sql.list_literal(files),
+            return sql.load("create_parquet_view", view=sql.identifier(view), files=sql.list_literal(files),
                             typed_nulls=typed_nulls)
-        return sql.load("create_empty_view", view=sql.identifier(table), typed_nulls=typed_nulls)
+        return sql.load("create_empty_view", view=sql.identifier(view), typed_nulls=typed_nulls)
 
     def exists(self) -> bool:
         return Path(self.path).exists()

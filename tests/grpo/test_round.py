@@ -38,7 +38,16 @@ def registry(tiny_policy):
 
 
 def test_a_round_publishes_a_checkpoint_policy_and_its_row(champion_root, tiny_policy):
-    outcome = run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
+    import dataclasses
+    import os
+
+    from tests.rm.test_training_logs import event_files
+
+    watched = dataclasses.replace(SETTINGS, report_to="tensorboard")
+    outcome = run_round(champion_root, 1, watched, registry(tiny_policy), TransformersSpec())
+    # the training's logs travel with the checkpoint, where the grpo_round asset's `training_logs` points
+    assert watched.training_logs(outcome.path).folder == f"{outcome.path}/logs"
+    assert [os.path.dirname(f) for f in event_files(outcome.path)] == [f"{outcome.path}/logs"]
     [row] = read_table(champion_root, "grpo_rounds")
     assert row == outcome.row and row["round"] == 1 and row["steps"] == 2 and row["rm_version"] == 1
     assert row["generation_tokens"] > 0 and row["reward_tokens"] > 0 and row["rollout_tokens"] == 0

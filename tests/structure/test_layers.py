@@ -17,13 +17,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchrm_dagster"
 
-FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry"}
+FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry", "training_logs"}
 ALLOWED: dict[str, set[str]] = {
     "contract": set(),
     "engine_config": set(),
     "devices": set(),
     "reporting": set(),
     "registry": set(),
+    "training_logs": {"engine_config"},
     "storage": {"contract", "engine_config"},
     "plans": set(),
     "llm": {"engine_config", "devices"},
@@ -33,12 +34,14 @@ ALLOWED: dict[str, set[str]] = {
     "pairs": {"contract", "engine_config", "storage"},
     "mas": {"contract", "engine_config", "llm", "plans", "labels"},
     "synthetic": {"contract", "plans", "problems"},
-    "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic"},
+    "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic",
+           "training_logs"},
     "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm"},
     "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting", "registry"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
-             "orchestration", "evaluation", "reporting", "registry"},
+             "orchestration", "evaluation", "reporting", "registry", "training_logs"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
+    "serving": {"storage", "rm"},
 }
 GLUE = {"glue", "definitions"}
 DAGSTER_MODULES = ("dagster", "dagster_k8s", "dagster_postgres", "assets")

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from orchrm_dagster.orchestration import PolicySpec, Problem
     from orchrm_dagster.storage import StorageRoot
 
+MODEL_SUBDIR = "model"  # the new policy, under the round's output_dir: the checkpoint the round publishes
+
 
 @dataclass(frozen=True)
 class MethodContext:
@@ -38,7 +40,12 @@ class MethodContext:
 
     @property
     def model_out(self) -> str:
-        return os.path.join(self.output_dir, "model")
+        return os.path.join(self.output_dir, MODEL_SUBDIR)
+
+    @property
+    def training_logs(self):
+        """Where the method's trainer reports to (by default logs/ in the new policy's folder, published with it)."""
+        return self.settings.training_logs(self.output_dir, MODEL_SUBDIR)
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,7 @@ def supervised_args(context: MethodContext, batch_size: int, epochs: int) -> dic
     return {"output_dir": context.output_dir, "per_device_train_batch_size": batch_size, "num_train_epochs": epochs,
             "learning_rate": context.settings.learning_rate, "seed": context.settings.seed,
             "use_cpu": device == "cpu", **memory_and_precision(context.settings, device), "logging_steps": 1,
-            "report_to": "none", "save_strategy": "no", "disable_tqdm": True}
+            **context.training_logs.trainer_args(), "save_strategy": "no", "disable_tqdm": True}
 
 
 def lora_config(settings: GRPOSettings):
@@ -86,6 +93,7 @@ def fresh_output_dir(context: MethodContext) -> None:
 
 def fine_tune(trainer, context: MethodContext) -> tuple[int, list[dict]]:
     """Runs a TRL trainer and saves the (merged) policy with its tokenizer: (optimizer steps, log history)."""
+    context.training_logs.attach(trainer, resumed=False)
     trainer.train()
     model = trainer.model.merge_and_unload() if context.settings.lora else trainer.model
     model.save_pretrained(context.model_out)

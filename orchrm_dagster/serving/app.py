@@ -1,0 +1,234 @@
+"""The scoring service: `POST /v1/score` asks the champion reward model which of N plans to run.
+
+    POST /v1/score   {"question": str, "plans": [str, ...], "domain"?: str, "benchmark"?: str}
+                  -> {"scores": [float, ...], "chosen": int, "rm_version": int, "domain": str | null}
+    GET  /v1/health  the champions loaded (503 before the first champion)
+    GET  /v1/stats   requests, scoring batches and reloads so far
+
+A plan is scored by the champion of the request's domain (`domain`, or the domain of `benchmark` by the rule every
+asset uses); a request naming neither is scored by the one champion of every domain, when there is one. Every error
+body has an `error` sentence; a 422 also lists each invalid field as FastAPI does (`detail`).
+"""
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import asdict, dataclass
+from typing import Annotated
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+
+from orchrm_dagster.rm import all_domains, domain_of
+from orchrm_dagster.serving.batcher import Batcher
+from orchrm_dagster.serving.champions import ChampionWatcher, DomainRequired, NoChampion, describe
+from orchrm_dagster.serving.settings import ServeSettings
+from orchrm_dagster.storage import StorageRoot
+
+log = logging.getLogger(__name__)
+
+
+class ScoreResponse(BaseModel):
+    scores: list[float]  # one per plan, in request order; higher is better
+    chosen: int  # the index of the best plan (the first of equal best)
+    rm_version: int  # the reward-model version that scored them
+    domain: str | None  # the domain whose champion scored them (null: no domain asked, one champion of every domain)
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    question: str
+    plans: list[str]
+    domain: str | None
+
+    @property
+    def size(self) -> int:
+        return len(self.plans)
+
+
+@dataclass(frozen=True)
+class Scored:
+    scores: list[float]
+    version: int
+
+
+def request_model(settings: ServeSettings) -> type[BaseModel]:
+    """The request body, with the limits of `settings`."""
+    text = Annotated[StrictStr, Field(min_length=1, max_length=settings.max_text_chars)]
+
+    class ScoreRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        question: text
+        plans: list[text] = Field(min_length=1, max_length=settings.max_plans)
+        domain: str | None = None
+        benchmark: str | None = None
+
+        @field_validator("domain")
+        @classmethod
+        def known_domain(cls, domain: str | None) -> str | None:
+            if domain is not None and domain not in all_domains():
+                raise ValueError(f"unknown domain {domain!r}; known domains: {', '.join(all_domains())}")
+            return domain
+
+        @model_validator(mode="after")
+        def one_domain(self):
+            if self.domain and self.benchmark and domain_of(self.benchmark) != self.domain:
+                raise ValueError(f"benchmark {self.benchmark!r} is of the {domain_of(self.benchmark)} domain, not "
+                                 f"{self.domain}: send one of them")
+            return self
+
+        def scoring_domain(self) -> str | None:
+            return self.domain or (domain_of(self.benchmark) if self.benchmark else None)
+
+    return ScoreRequest
+
+
+def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> FastAPI:
+    watcher = ChampionWatcher(root, settings.scoring, settings.poll_seconds)
+    no_champion = (f"no champion reward model in {root.uri('checkpoints', 'rm')} yet: materialize `reward_model` "
+                   f"(orchrm materialize reward_model)")
+
+    def score_jobs(jobs: list[ScoreJob]) -> list[Scored | Exception]:
+        loaded = watcher.current  # one snapshot for the whole batch, even if a reload swaps in another meanwhile
+        if loaded is None:
+            return [NoChampion(no_champion)] * len(jobs)
+        resolved: list[str | Exception] = []
+        for job in jobs:
+            try:
+                resolved.append(loaded.scoring_domain(job.domain))
+            except (NoChampion, DomainRequired) as error:
+                resolved.append(error)
+        scorable = [(job, domain) for job, domain in zip(jobs, resolved) if isinstance(domain, str)]
+        questions = [job.question for job, _ in scorable for _ in job.plans]
+        plans = [plan for job, _ in scorable for plan in job.plans]
+        domains = [domain for job, domain in scorable for _ in job.plans]
+        scores, _, versions = loaded.scorer.score_with_lengths(questions, plans, domains)
+        results, start = [], 0
+        for job, domain in zip(jobs, resolved):
+            if isinstance(domain, Exception):
+                results.append(domain)
+                continue
+            results.append(Scored(scores[start:start + job.size], versions[start]))
+            start += job.size
+        return results
+
+    batcher: Batcher[ScoreJob, Scored] = Batcher(score_jobs, settings.max_batch_plans, settings.max_wait_ms / 1000)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        try:
+            await asyncio.to_thread(watcher.check)
+        except Exception as error:  # serve 503s and keep polling rather than refuse to start
+            watcher.last_error = f"{type(error).__name__}: {error}"
+            log.error("could not load the champions: %s", watcher.last_error)
+        watcher.start()
+        batcher.start()
+        yield
+        watcher.stop()
+        await batcher.stop()
+
+    app = FastAPI(title="orchrm scoring", lifespan=lifespan)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    ScoreRequest = request_model(settings)
+
+    @app.post("/v1/score", response_model=ScoreResponse)
+    async def score(request: ScoreRequest) -> ScoreResponse:
+        domain = request.scoring_domain()
+        loaded = watcher.current
+        if loaded is None:
+            raise NoChampion(no_champion)
+        loaded.scoring_domain(domain)  # a request no champion can score is answered before it queues
+        scored = await batcher.submit(ScoreJob(request.question, request.plans, domain))
+        chosen = max(range(len(scored.scores)), key=scored.scores.__getitem__)
+        return ScoreResponse(scores=scored.scores, chosen=chosen, rm_version=scored.version, domain=domain)
+
+    @app.get("/v1/health")
+    async def health():
+        loaded = watcher.current
+        if loaded is None:
+            return JSONResponse({"status": "no_champion", "error": no_champion, "reload_error": watcher.last_error},
+                                status_code=503)
+        return {"status": "ok", "champions": loaded.champions, "rm_versions": sorted(set(loaded.champions.values())),
+                "reload_error": watcher.last_error}
+
+    @app.get("/v1/stats")
+    async def stats():
+        loaded = watcher.current
+        return {**asdict(batcher.stats), "reloads": watcher.reloads,
+                "champions": loaded.champions if loaded else {}}
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, error: RequestValidationError):
+        # FastAPI's detail without each error's `input`, which can be the whole (large) body
+        problems = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
+        return JSONResponse({"error": "; ".join(_problem_text(e) for e in error.errors()), "detail": problems},
+                            status_code=422)
+
+    @app.exception_handler(DomainRequired)
+    async def domain_required(_: Request, error: DomainRequired):
+        return JSONResponse({"error": f"{error} (one of {', '.join(all_domains())})"}, status_code=422)
+
+    @app.exception_handler(NoChampion)
+    async def unavailable(_: Request, error: NoChampion):
+        return JSONResponse({"error": str(error), "champions": describe(watcher.current.champions)
+                             if watcher.current else "none"}, status_code=503)
+
+    app.state.watcher, app.state.batcher = watcher, batcher
+    return app
+
+
+NOT_AN_OBJECT = ('expected a JSON object {"question": str, "plans": [str, ...], "domain"?: str} sent as '
+                 'Content-Type: application/json')
+
+
+def _problem_text(error: dict) -> str:
+    """`plans.2: Input should be a valid string`: the field's path in the body, then what is wrong with it."""
+    loc = [str(part) for part in error["loc"]]
+    where = ".".join(loc[1:] if loc[:1] == ["body"] else loc) or "body"
+    if error["type"] == "model_attributes_type" and where == "body":
+        return f"body: {NOT_AN_OBJECT}"
+    message = error["msg"].removeprefix("Value error, ")
+    detail = error.get("ctx", {}).get("error") if error["type"] == "json_invalid" else None
+    return f"{where}: {message}" + (f" ({detail})" if detail else "")
+
+
+class BodyLimit:
+    """Answers 413 to a body larger than `max_bytes` (declared or streamed), before anything parses it."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._too_large(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                return await self._too_large(scope, receive, send)
+            more = message.get("more_body", False)
+        body, replayed = b"".join(chunks), False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope, receive, send):
+        response = JSONResponse({"error": f"request body larger than {self.max_bytes} bytes"}, status_code=413)
+        await response(scope, receive, send)
