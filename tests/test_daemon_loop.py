@@ -103,6 +103,13 @@ class Daemon:
         raise AssertionError(f"timed out waiting for {what}; daemon log: {self.log.name}")
 
 
+def _round_succeeded(instance, step: str) -> bool:
+    import dagster as dg
+
+    return any(run.tags.get("orchrm/step") == step for run in instance.get_runs(dg.RunsFilter(
+        job_name="grpo_round_job", statuses=[dg.DagsterRunStatus.SUCCESS])))
+
+
 def value(rows, key="n"):
     return rows[0][key] if rows else None
 
@@ -243,8 +250,9 @@ def test_a_daemon_killed_mid_round_with_its_workers_goes_on_after_a_restart(tmp_
             daemon.process.wait(30)
             assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.STARTED
             daemon.restart()
+            # the round's row is written before its run ends (plots and metadata follow): wait for both
             daemon.wait("round 2 after the restart", lambda: value(daemon.query(
-                "select count(*) n from grpo_rounds")) == 2, timings, started)
+                "select count(*) n from grpo_rounds")) == 2 and _round_succeeded(instance, "round:2"), timings, started)
             assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
             from orchrm_dagster.glue.loop import run_failure_cause
 

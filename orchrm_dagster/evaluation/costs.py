@@ -19,18 +19,25 @@ def total_tokens(row: dict) -> float:
     return row["verification_tokens"] + (row.get("generation_tokens") or 0.0) + row["execution_tokens"]
 
 
-AT_N_HEADERS = ("benchmark", "policy", "method", "accuracy", "95% CI", "problems", "verification tokens",
+AT_N_HEADERS = ("benchmark", "policy", "method", "N", "accuracy", "95% CI", "problems", "verification tokens",
                 "generation tokens", "execution tokens", "total tokens")
 
 
 def at_largest_n(rows: Sequence[dict]) -> tuple[int | None, list[tuple]]:
-    """The evaluation's summary table (the UI's `at_n_<N>` and the CLI's): every row at the largest N evaluated,
-    under AT_N_HEADERS, accuracy and its interval to 3 places, tokens per problem as whole numbers."""
+    """The evaluation's summary table (the UI's `at_n_<N>` and the CLI's) and the largest N evaluated: each
+    (benchmark, policy, method) at the largest N it was evaluated at (the one-sample baseline at its N = 1, a group
+    with too few runs for the largest N at the N it had), under AT_N_HEADERS, accuracy and its interval to 3 places,
+    tokens per problem as whole numbers."""
     largest = max((r["n"] for r in rows), default=None)
-    table = [(r["benchmark"], r["policy"], r["method"], round(r["accuracy"], 3),
+    widest: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["benchmark"], r["policy"], r["method"])
+        if key not in widest or r["n"] > widest[key]["n"]:
+            widest[key] = r
+    table = [(r["benchmark"], r["policy"], r["method"], r["n"], round(r["accuracy"], 3),
               f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]", r["n_problems"], round(r["verification_tokens"]),
               round(r["generation_tokens"] or 0), round(r["execution_tokens"]), round(total_tokens(r)))
-             for r in rows if r["n"] == largest]
+             for r in widest.values()]
     return largest, table
 
 

@@ -147,7 +147,7 @@ def query(statement: str, fmt: str) -> None:
         writer.writerow(columns)
         writer.writerows(rows)
     else:
-        _print_rows(columns, rows)
+        _print_rows(columns, rows, rounded=False)  # a user's query shows its values as they are
 
 
 @main.command()
@@ -560,8 +560,9 @@ def _print_evaluation(evaluation_id: str) -> None:
         return
     benchmarks = ", ".join(sorted({r["benchmark"] for r in rows}))
     _print_rows(AT_N_HEADERS, table,
-                caption=f"Best-of-N on held-out problems of {benchmarks}, N = {largest}: the accuracy of each way of "
-                        f"choosing one of N runs (95% bootstrap interval). Tokens per problem: verification "
+                caption=f"Best-of-N on held-out problems of {benchmarks}, each method at the largest N it was "
+                        f"evaluated at (up to {largest}; single: 1): the accuracy of each way of choosing one of N runs "
+                        f"(95% bootstrap interval). Tokens per problem: verification "
                         f"(choosing), generation (sampling the N plans), execution (running the sub-agents).")
 
 
@@ -636,20 +637,21 @@ def serve(host, port, max_batch_plans, max_wait_ms, poll_seconds, device) -> Non
         scoring=ScoringSettings(device=device)))
 
 
-def _print_rows(columns, rows, caption: str | None = None) -> None:
+def _print_rows(columns, rows, caption: str | None = None, rounded: bool = True) -> None:
     table = Table(caption=caption, caption_justify="left")
     for name in columns:  # headers are never cut: a cell may fold, a column name may not
         table.add_column(str(name), min_width=len(str(name)))
     for row in rows:
-        table.add_row(*(_cell(v) for v in row))
+        table.add_row(*(_cell(v, rounded) for v in row))
     console.print(table)
 
 
-def _cell(value) -> str:
-    """A table cell: floats to 3 decimals, a whole one without its `.0` (token counts come back as 6089.0)."""
+def _cell(value, rounded: bool = True) -> str:
+    """A table cell; `rounded`: floats to 3 decimals, a whole one without its `.0` (token counts come back as
+    6089.0), as the summary tables show them."""
     if value is None:
         return ""
-    if isinstance(value, float):
+    if rounded and isinstance(value, float):
         return repr(round(value, 3)).removesuffix(".0")
     return str(value)
 

@@ -43,6 +43,9 @@ class TrainOutcome:
     rollout_tokens: int = 0  # sub-agent tokens of plan executions
     training_tokens: int = 0  # read in the trainer's forward passes (prompt + completion of each example, per epoch)
     untrained: str | None = None  # why the method trained nothing (the round is recorded, not published)
+    # each generation call's (seconds, completion tokens), in order (transformers generation; empty for vLLM): the
+    # first pays the process's warm-up, the later ones show the steady rate
+    generation_calls: tuple[tuple[float, int], ...] = ()
 
 
 def memory_and_precision(settings: GRPOSettings, device: str, native_bf16=bf16_supported) -> dict:
@@ -116,6 +119,7 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
                         kl=_mean(logged, "kl"),
                         generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args)),
                         generation_seconds=sampler.seconds if sampler else 0.0,
+                        generation_calls=tuple(sampler.calls) if sampler else (),
                         log_history=list(trainer.state.log_history))
 
 
@@ -130,23 +134,30 @@ class PlanSampler:
         self.grammar = plan_grammar_ebnf(max_agents=settings.max_agents, bounds=TextBounds.fit(
             settings.max_completion_tokens, settings.max_agents)) if settings.grammar else None
         self.seconds = 0.0
+        self.calls: list[tuple[float, int]] = []  # (seconds, completion tokens) of each call
 
     def __call__(self, prompts: list, trainer) -> dict:
         from trl.models.utils import unwrap_model_for_generation
 
         started = time.perf_counter()
-        requests = [self._request(prompt, trainer.state.global_step, row) for row, prompt in enumerate(prompts)]
+        requests = self.requests(prompts, trainer.state.global_step)
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
                                          ) as model:
             rows = sample_rows(loaded_model(model, self.tokenizer), requests, max_batch_size=len(requests))
-        self.seconds += time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        self.seconds += seconds
         failed = next((row.error for row in rows if isinstance(row, Completion)), None)
         if failed is not None:
             raise RuntimeError(f"sampling plans failed: {failed}")
+        self.calls.append((seconds, sum(len(row.tokens) for row in rows)))
         # logprobs None: GRPO's old log-probabilities are the policy's own, computed by TRL
         return {"prompt_ids": [row.prompt_ids for row in rows], "completion_ids": [row.tokens for row in rows],
                 "logprobs": None}
+
+    def requests(self, prompts: list, step: int) -> list[ChatRequest]:
+        """The requests of step `step`'s generation batch (row i seeded from (seed, step, i))."""
+        return [self._request(prompt, step, row) for row, prompt in enumerate(prompts)]
 
     def _request(self, prompt: list[dict], step: int, row: int) -> ChatRequest:
         settings = self.settings

@@ -234,9 +234,11 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
             scores = processor(last, scores)
         logprobs = torch.log_softmax(_warp(scores, temperature, top_p), dim=-1)
         chosen = _choose(logprobs, temperature, generators)
-        for i, row in enumerate(rows):
+        # one device-to-host copy per step: indexing a GPU tensor per row waits on the device twice per row
+        tokens, token_logprobs = chosen.tolist(), logprobs.gather(1, chosen[:, None]).squeeze(1).tolist()
+        for row, token, logprob in zip(rows, tokens, token_logprobs):
             if row.finish_reason is None:
-                _advance(lm, row, int(chosen[i]), float(logprobs[i, chosen[i]]))
+                _advance(lm, row, token, logprob)
         if all(row.finish_reason for row in rows):
             break
         finished = torch.tensor([row.finish_reason is not None for row in rows], device=device)

@@ -25,6 +25,7 @@ from orchrm_dagster.storage import StorageRoot, written_whole
 
 PUBLISHED_FIELDS = ("input", "chosen", "rejected", "source")
 PUBLISHED_FORMATS = ("jsonl", "parquet")
+PARQUET_MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
 _IMPORTED_SCHEMA = pl.from_arrow(IMPORTED_PAIRS.empty_table()).schema
 
@@ -83,7 +84,7 @@ def file_system(path: str, root: StorageRoot | None = None) -> tuple[fsspec.Abst
 
 def import_published(path: str, rules: PairRules, batch_rows: int = 10_000,
                      root: StorageRoot | None = None) -> ImportedPairs:
-    """Read published records (JSONL, or Parquet when the path ends in .parquet; a row of a Parquet file counts as
+    """Read published records (JSONL, or Parquet, told by its magic bytes; a row of a Parquet file counts as
     its line); a problem is identified by the hash of its input (whitespace-normalised), and split by the same rule
     as built pairs. A repeated (input, chosen, rejected, source) is kept once, at its first line."""
     rejected: list[str] = []
@@ -122,10 +123,13 @@ def _imported_rows(batch: list[tuple], rules: PairRules, rejected: list[str], pa
 
 
 def _numbered_records(path: str, batch_rows: int, root: StorageRoot | None) -> Iterator[tuple[int, dict | str]]:
-    """(line or row number, the record or why it is refused) of every record of the file; blank lines skipped."""
+    """(line or row number, the record or why it is refused) of every record of the file; blank lines skipped.
+    Parquet is told by its magic bytes, whatever the file's name (`export-pairs --format parquet` to any path)."""
     fs, source = file_system(path, root)
     with fs.open(source, "rb") as stream:
-        if path.lower().endswith(".parquet"):
+        parquet = stream.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
+        stream.seek(0)
+        if parquet:
             number = 0
             for batch in pq.ParquetFile(stream).iter_batches(batch_size=batch_rows):
                 for row in batch.to_pylist():

@@ -106,7 +106,12 @@ def export_pairs(root: StorageRoot, path: str, fmt: str | None = None, sources: 
         raise ValueError(f"split {', '.join(unknown)}: choose from {', '.join(SPLITS)}")
     texts = training_pair_texts(root)
     if sources:
-        texts = texts.filter(pl.col("source").is_in([normalise_source(s) for s in sources]))
+        wanted = {normalise_source(s) for s in sources}
+        present = set(texts["source"].unique().to_list())
+        if wanted - present:  # a misspelt source would otherwise write an empty file and succeed
+            raise ValueError(f"source {', '.join(sorted(wanted - present))}: no pair has it; the pairs' sources are "
+                             f"{', '.join(sorted(present)) or '(none)'}")
+        texts = texts.filter(pl.col("source").is_in(sorted(wanted)))
     if splits:
         texts = texts.filter(pl.col("split").is_in(list(splits)))
     return write_published(texts, path, fmt, root)

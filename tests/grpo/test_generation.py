@@ -67,6 +67,9 @@ def test_a_round_samples_grammar_plans_trains_and_saves_a_loadable_checkpoint(ti
     outcome, reward = _round(tiny_policy, str(tmp_path / "a"), SETTINGS)
     assert outcome.steps == 1 and len(reward.completion_ids) == SETTINGS.group_size
     assert outcome.generation_tokens == sum(map(len, reward.completion_ids)) > 0 and outcome.generation_seconds > 0
+    # one generation call per step, with its own seconds and the tokens it sampled
+    assert [tokens for _, tokens in outcome.generation_calls] == [outcome.generation_tokens]
+    assert sum(seconds for seconds, _ in outcome.generation_calls) == pytest.approx(outcome.generation_seconds)
     tokenizer = AutoTokenizer.from_pretrained(tiny_policy)
     grammar = plan_grammar_ebnf(max_agents=SETTINGS.max_agents, bounds=TextBounds.fit(
         SETTINGS.max_completion_tokens, SETTINGS.max_agents))
@@ -83,3 +86,15 @@ def test_a_round_with_the_same_seed_samples_the_same_plans(tiny_policy, tmp_path
     first, reward = _round(tiny_policy, str(tmp_path / "a"), SETTINGS)
     again, replay = _round(tiny_policy, str(tmp_path / "b"), SETTINGS)
     assert replay.completion_ids == reward.completion_ids and again.generation_tokens == first.generation_tokens
+
+
+def test_a_steps_requests_are_seeded_by_step_and_row_so_they_can_be_replayed(tiny_policy):
+    from transformers import AutoTokenizer
+
+    from orchrm_dagster.grpo.train import PlanSampler
+
+    sampler = PlanSampler(AutoTokenizer.from_pretrained(tiny_policy), SETTINGS)
+    prompts = [[{"role": "user", "content": "Plan question 0"}]] * 3
+    seeds = [[r.sampling.seed for r in sampler.requests(prompts, step)] for step in (0, 0, 1)]
+    assert seeds[0] == seeds[1] and len(set(seeds[0])) == 3 and not set(seeds[0]) & set(seeds[2])
+    assert all(r.grammar == sampler.grammar and r.messages == tuple(prompts[0]) for r in sampler.requests(prompts, 0))

@@ -56,7 +56,7 @@ def good_record(index: int) -> dict:
         "question": "How many eggs? é ∑ 😀", "plan": f"<agent><agent_id>{index}</agent_id></agent>",
         "policy": {"name": "base-orchestrator", "kind": "base", "step": index},
         "sample_index": index, "plan_logprob": -0.25 * index, "is_correct": index % 2 == 0,
-        "tokens": {"orchestrator_prompt": 10, "orchestrator_completion": index, "subagents": 5},
+        "tokens": {"orchestrator_prompt": 10, "orchestrator_completion": 7, "subagents": 5},
         "subagents": [{"agent_id": "1", "prompt_tokens": 3, "completion_tokens": 4, "model": "m"}],
         "created_at": "2026-11-01T12:00:00+05:00", "meta": {"seed": index, "tags": ["a", None, 1.5]},
     }
@@ -66,7 +66,7 @@ def good_record(index: int) -> dict:
 RANGED = {
     "sample_index": (ints, lambda v: INT64_MIN <= v <= INT64_MAX),
     "policy.step": (ints, lambda v: INT64_MIN <= v <= INT64_MAX),
-    "tokens.orchestrator_prompt": (ints.filter(lambda v: v >= 0), lambda v: v + 7 <= INT64_MAX),  # + the completion
+    "tokens.orchestrator_prompt": (ints.filter(lambda v: v >= 0), lambda v: v + 7 <= INT64_MAX),  # + the completion (7)
     "subagents.0.prompt_tokens": (ints.filter(lambda v: v >= 0), lambda v: v <= INT64_MAX),
     "plan_logprob": (floats, math.isfinite),
     "question": (texts, lambda v: not any("\ud800" <= c <= "\udfff" for c in v)),

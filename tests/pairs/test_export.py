@@ -84,6 +84,9 @@ def test_filters_and_formats(root_with_pairs, tmp_path):
         export_pairs(root_with_pairs, named)
     assert export_pairs(root_with_pairs, named, fmt="parquet") == training.height
     assert pq.read_table(named).num_rows == training.height
+    assert imported(named) == published(training)  # Parquet is read back whatever the file is called
+    with pytest.raises(ValueError, match="correct_over_incorect: no pair has it"):
+        export_pairs(root_with_pairs, only, sources=("correct_over_incorect",))
     with pytest.raises(ValueError, match="choose from train, validation"):
         export_pairs(root_with_pairs, only, splits=("test",))
 
