@@ -121,6 +121,7 @@ def speed(args) -> None:
     from orchrm_dagster.devices import resolve_device
     from orchrm_dagster.grpo import GRPOSettings
     from orchrm_dagster.grpo.train import memory_and_precision, train_round
+    from rm_train import gpu_peak_gib  # bench/ is the script's folder, first on sys.path
 
     device = resolve_device(args.device)
     with tempfile.TemporaryDirectory(prefix="orchrm-grpo-speed-") as tmp:
@@ -137,11 +138,11 @@ def speed(args) -> None:
                               str(Path(tmp, "round")))
         wall = time.perf_counter() - started
         peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        round_gpu = _gpu_peak(device)
+        round_gpu = gpu_peak_gib(device)
         step_times = [e["step_time"] for e in outcome.log_history if "step_time" in e]
         round_rate = outcome.generation_tokens / max(outcome.generation_seconds, 1e-9)
         runner = _runner_same_plans(model, settings, device)
-        runner_gpu = _gpu_peak(device)
+        runner_gpu = gpu_peak_gib(device)
         print(f"round: {outcome.steps} steps x {settings.group_size} plans (micro-batch {settings.micro_batch_size}, "
               f"<= {settings.max_completion_tokens} tokens) in {wall:.0f} s; "
               f"{wall / max(outcome.steps, 1):.1f} s per step; step_time (TRL, per step) "
@@ -164,18 +165,6 @@ def speed(args) -> None:
             print(f"the runner under the trainer's bf16 autocast: {runner['autocast']:.1f} s "
                   f"({runner['autocast_tokens']:,} tokens, {runner['autocast_tokens'] / runner['autocast']:.1f} tok/s)")
         print(f"mean reward (plans that parse) {outcome.mean_reward}; load average after: {os.getloadavg()[0]:.1f}")
-
-
-def _gpu_peak(device: str) -> float | None:
-    """GiB torch allocated at most on the GPU since the last call (None off the GPU); resets the peak."""
-    if device != "cuda":
-        return None
-    import torch
-
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() / 2**30
-    torch.cuda.reset_peak_memory_stats()
-    return peak
 
 
 def parses(completions, **kwargs) -> list[float]:
