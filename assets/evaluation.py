@@ -65,7 +65,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
     for name, png in outcome.plots.items():
         metadata[name] = dg.MetadataValue.md(markdown_image(png, name.replace("_", " ")))
         metadata[f"{name}_file"] = dg.MetadataValue.path(outcome.plot_paths[name])
-    for row in map(dict, (zip(AT_N_HEADERS, r) for r in table)):  # the headline as numbers, charted on the Plots tab
+    for row in (dict(zip(AT_N_HEADERS, r)) for r in table):  # the headline as numbers, charted on the Plots tab
         if row["method"] in ("orchrm_bon", "single"):
             metadata[f"accuracy_at_n_{row['N']}/{row['benchmark']}/{row['policy']}/{row['method']}"] = round(
                 float(row["accuracy"]), 4)

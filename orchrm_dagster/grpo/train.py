@@ -118,7 +118,7 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
     return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
                         kl=_mean(logged, "kl"),
                         generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args)),
-                        generation_seconds=sampler.seconds if sampler else 0.0,
+                        generation_seconds=sum(seconds for seconds, _ in sampler.calls) if sampler else 0.0,
                         generation_calls=tuple(sampler.calls) if sampler else (),
                         log_history=list(trainer.state.log_history))
 
@@ -133,7 +133,6 @@ class PlanSampler:
         self.settings = settings
         self.grammar = plan_grammar_ebnf(max_agents=settings.max_agents, bounds=TextBounds.fit(
             settings.max_completion_tokens, settings.max_agents)) if settings.grammar else None
-        self.seconds = 0.0
         self.calls: list[tuple[float, int]] = []  # (seconds, completion tokens) of each call
 
     def __call__(self, prompts: list, trainer) -> dict:
@@ -146,7 +145,6 @@ class PlanSampler:
                                          ) as model:
             rows = sample_rows(loaded_model(model, self.tokenizer), requests, max_batch_size=len(requests))
         seconds = time.perf_counter() - started
-        self.seconds += seconds
         failed = next((row.error for row in rows if isinstance(row, Completion)), None)
         if failed is not None:
             raise RuntimeError(f"sampling plans failed: {failed}")

@@ -67,9 +67,9 @@ def test_a_round_samples_grammar_plans_trains_and_saves_a_loadable_checkpoint(ti
     outcome, reward = _round(tiny_policy, str(tmp_path / "a"), SETTINGS)
     assert outcome.steps == 1 and len(reward.completion_ids) == SETTINGS.group_size
     assert outcome.generation_tokens == sum(map(len, reward.completion_ids)) > 0 and outcome.generation_seconds > 0
-    # one generation call per step, with its own seconds and the tokens it sampled
+    # one generation call per step, with its own seconds and the tokens it sampled (as TRL logged them)
     assert [tokens for _, tokens in outcome.generation_calls] == [outcome.generation_tokens]
-    assert sum(seconds for seconds, _ in outcome.generation_calls) == pytest.approx(outcome.generation_seconds)
+    assert all(seconds > 0 for seconds, _ in outcome.generation_calls)
     tokenizer = AutoTokenizer.from_pretrained(tiny_policy)
     grammar = plan_grammar_ebnf(max_agents=SETTINGS.max_agents, bounds=TextBounds.fit(
         SETTINGS.max_completion_tokens, SETTINGS.max_agents))
