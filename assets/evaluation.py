@@ -54,6 +54,9 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
         "judge_cached": outcome.judge_cached,
         "judge_unparsed": outcome.judge_unparsed,
         "seconds": round(outcome.seconds, 2),
+        "seconds_by_method": dg.MetadataValue.json(
+            {name: round(seconds, 2) for name, seconds in sorted(outcome.method_seconds.items(),
+                                                                 key=lambda item: -item[1])}),
         f"at_n_{largest}": dg.MetadataValue.md(markdown_table(AT_N_HEADERS, table) if table else "no (benchmark, policy) had enough runs per problem"),
     }
     ratios = ratio_table_rows(outcome.verification_ratios)

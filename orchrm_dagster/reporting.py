@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 
+import click
+
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence]) -> str:
     def cell(value) -> str:
@@ -144,6 +146,8 @@ def step_progress(console, total: int | None = None) -> Iterator[StepProgress]:
             reason = getattr(err, "message", None) or str(err) or type(err).__name__
             if not isinstance(err, SystemExit) or err.code:
                 progress.fail(reason)
+            if isinstance(err, click.ClickException):  # reported above: click would print it a second time
+                raise SystemExit(err.exit_code) from err
             raise
         progress.finish()
 

@@ -86,7 +86,9 @@ class TrainingLogs:
     def attach(self, trainer, resumed: bool) -> None:
         """Points the trainer's reporting at this run's logs: TensorBoard writes to `folder` (transformers' own
         callback would pick output_dir/runs/<date>), MLflow to `mlflow_uri`. A training that starts over first
-        drops the logs of the attempt it replaces; a resumed one appends to them."""
+        drops the logs of the attempt it replaces; a resumed one appends to them. With transformers' verbosity at
+        error or quieter (`orchrm` without --verbose), the trainer prints no metrics to the console."""
+        quiet_console(trainer)
         if not self.targets:
             return
         if not resumed:
@@ -101,6 +103,19 @@ class TrainingLogs:
             import mlflow
 
             mlflow.set_tracking_uri(self.mlflow_uri)  # transformers' MLflowCallback keeps a URI already set
+
+
+def quiet_console(trainer) -> None:
+    """Drops the callbacks that print each logged step's metrics (a dict per line, or beside a progress bar) when
+    transformers' verbosity is error or quieter: the metrics still reach the log history and `report_to`."""
+    import logging
+
+    from transformers import PrinterCallback, ProgressCallback
+    from transformers.utils import logging as transformers_logging
+
+    if transformers_logging.get_verbosity() >= logging.ERROR:
+        trainer.pop_callback(PrinterCallback)
+        trainer.pop_callback(ProgressCallback)
 
 
 def training_logs(report_to: tuple[str, ...], logging_dir: str | None, kind: str, run_dir: str,

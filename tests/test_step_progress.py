@@ -2,6 +2,7 @@
 
 import io
 import re
+import sys
 
 import pytest
 from rich.console import Console
@@ -59,3 +60,20 @@ def test_a_terminal_gets_the_live_display():
 @pytest.mark.parametrize("seconds, text", [(4.24, "4.2 s"), (12.4, "12 s"), (185, "3 min 05 s")])
 def test_durations_read_as_a_person_would_say_them(seconds, text):
     assert duration(seconds) == text
+
+
+def test_a_click_error_is_reported_once_as_the_failed_step_and_exits_with_its_code():
+    import click
+    from click.testing import CliRunner
+
+    @click.command()
+    def failing():
+        console = Console(file=sys.stdout, force_terminal=False, width=200)
+        with step_progress(console) as progress:
+            progress.step("materializing key:\"reward_model\"")
+            raise click.ClickException("run 1234: no training pairs")
+
+    result = CliRunner().invoke(failing)
+    assert result.exit_code == 1
+    assert result.output.count("no training pairs") == 1, result.output
+    assert "FAILED    materializing" in result.output and "Error:" not in result.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,6 +49,7 @@ class EvaluationOutcome:
     notes: list[str] = field(default_factory=list)
     method_reports: dict[str, dict] = field(default_factory=dict)  # figures a method's `prepare` reported, by method
     seconds: float = 0.0
+    method_seconds: dict[str, float] = field(default_factory=dict)  # each method's wall time: prepare, choose, judge
     new_verdicts: list[Verdict] = field(default_factory=list, repr=False)  # judged now, appended to judge_cache
 
     @property
@@ -78,7 +80,8 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
     if rm_version is None:
         outcome.notes += [f"no reward model yet: {method.name} ranks every run last (ties by run_id)"
                           for method in chosen if method.needs_reward_model]
-    prepared = prepare_pool(Preparation(root, pool, settings, evaluation_id, champions, seen), chosen)
+    prepared = prepare_pool(Preparation(root, pool, settings, evaluation_id, champions, seen), chosen,
+                            outcome.method_seconds)
     pool, verifier_rows = prepared.pool, prepared.tables.get("verifier_scores")
     outcome.notes += prepared.notes
     outcome.method_reports = prepared.reports
@@ -113,17 +116,19 @@ def _per_problem_results(root, pool: pl.DataFrame, chosen: list[EvaluationMethod
     keys = pool.select("pkey", *GROUP).unique()  # names the set-based methods' per-pkey rows
     for n in sorted(set(settings.ns)):
         if n == 1:  # one candidate: every method takes it, and there is nothing to verify
-            results += [_tag(baseline, method, 1, means) for method in chosen]
+            results += [_tag(baseline, method, 1, means) for method in chosen if _evaluated_at(method, 1, settings)]
             continue
-        at_n = [method for method in chosen if method.max_n is None or n <= method.max_n]
+        at_n = [method for method in chosen if _evaluated_at(method, n, settings)]
         for method in at_n:
             if method.kind is MethodKind.RANKED:
-                results.append(_tag(method.choose(pool, n, settings), method, n, means))
+                with _timed(outcome, method):
+                    results.append(_tag(method.choose(pool, n, settings), method, n, means))
         set_based = [method for method in at_n if method.kind is not MethodKind.RANKED]
         for part in _slices(pool, n, settings) if set_based else ():
             members = candidate_set_members(part, n, settings, stream=part["pkey"][0])
             for method in set_based:
-                frame = _set_choice(root, part, members, method, n, settings, judge_backend, outcome)
+                with _timed(outcome, method):
+                    frame = _set_choice(root, part, members, method, n, settings, judge_backend, outcome)
                 if frame is not None:
                     results.append(_tag(frame.join(keys, on="pkey"), method, n, means))
     if not results:
@@ -131,6 +136,22 @@ def _per_problem_results(root, pool: pl.DataFrame, chosen: list[EvaluationMethod
                                     "verification": pl.Float64, "execution": pl.Float64, "generation": pl.Float64,
                                     "method": pl.String, "n": pl.Int64})
     return pl.concat(results, how="vertical_relaxed")
+
+
+def _evaluated_at(method: EvaluationMethod, n: int, settings: EvaluationSettings) -> bool:
+    if method.max_n is not None and n > method.max_n:
+        return False
+    return not (method.needs_llm and settings.judge.ns and n not in settings.judge.ns)
+
+
+@contextmanager
+def _timed(outcome: EvaluationOutcome, method: EvaluationMethod):
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - started
+        outcome.method_seconds[method.name] = outcome.method_seconds.get(method.name, 0.0) + seconds
 
 
 def _slices(pool: pl.DataFrame, n: int, settings: EvaluationSettings):

@@ -66,6 +66,9 @@ class JudgeSettings:
     max_new_tokens: int = Field(default=12, description="Tokens of the judge's answer")
     grammar: bool = Field(default=True, description="Constrain the judge's answer to <choice>k</choice> "
                                                     "(backends without grammars ignore this)")
+    ns: tuple[int, ...] = Field(
+        default=(), description="Judge only at these candidate-set sizes N (empty: at every N of the evaluation); "
+                                "each N costs the judges one call or more per problem and draw")
 
 
 @engine_config
@@ -92,6 +95,8 @@ class EvaluationSettings:
             method_named(name)  # ValueError naming an unknown method and the known ones
         if not self.ns or min(self.ns) < 1:
             raise ValueError("ns must hold candidate-set sizes >= 1")
+        if set(self.judge.ns) - set(self.ns):
+            raise ValueError(f"judge.ns {list(self.judge.ns)} must be among ns {list(self.ns)}")
         if self.draws < 1 or self.max_enumerate < 1 or self.bootstrap < 1:
             raise ValueError("draws, max_enumerate and bootstrap must be >= 1")
 

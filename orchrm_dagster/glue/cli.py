@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from orchrm_dagster.glue.main_job_options import MainJobOptions
 from orchrm_dagster.reporting import step_progress
 
 console = Console(width=None if sys.stdout.isatty() else 220)  # piped or captured: wide tables, not folded cells
@@ -259,19 +260,23 @@ def _run_config(config_file: Path | None) -> dict | None:
 
 
 @main.command(name="main")
-@click.option("--benchmark", default="gsm8k", show_default=True)
-@click.option("--problems", "problem_limit", default=4, show_default=True)
-@click.option("--samples", "n_samples", default=2, show_default=True)
-@click.option("--history-runs", default=600, show_default=True,
+@click.option("--benchmark", default=MainJobOptions.benchmark, show_default=True)
+@click.option("--policy", "policies", multiple=True, default=MainJobOptions.policies, show_default=True,
+              help="Policy whose plans are sampled and executed (repeatable); --policy all: every registered one.")
+@click.option("--problems", "problem_limit", default=MainJobOptions.problem_limit, show_default=True)
+@click.option("--samples", "n_samples", default=MainJobOptions.n_samples, show_default=True)
+@click.option("--history-runs", default=MainJobOptions.history_runs, show_default=True,
               help="Runs in the generated history batch the first reward model learns from.")
-@click.option("--max-train-pairs", default=320, show_default=True)
-def main_job(benchmark: str, problem_limit: int, n_samples: int, history_runs: int, max_train_pairs: int) -> None:
+@click.option("--max-train-pairs", default=MainJobOptions.max_train_pairs, show_default=True)
+def main_job(benchmark: str, policies: tuple[str, ...], problem_limit: int, n_samples: int, history_runs: int,
+             max_train_pairs: int) -> None:
     """The main job on the embedded default: problems; real MAS runs from the embedded model for every policy;
     the example batch and a generated history batch; labels; pairs; a reward model; held-out runs; scores of every
     run; the Best-of-N evaluation table."""
-    from orchrm_dagster.glue.main_job import MainJobOptions, run_main_job
+    from orchrm_dagster.glue.main_job import run_main_job
 
-    options = MainJobOptions(benchmark, problem_limit, n_samples, history_runs, max_train_pairs)
+    options = MainJobOptions(benchmark, () if "all" in policies else tuple(policies), problem_limit, n_samples,
+                             history_runs, max_train_pairs)
     with step_progress(console) as progress:
         progress.step("loading the code location (Definitions)")
         defs = _definitions()
@@ -367,7 +372,9 @@ class _LazyHelpOption(click.Option):
 @click.option("--n", "ns", default="1,2,4,8", show_default=True, help="Comma-separated candidate-set sizes N.")
 @click.option("--judge-draws", type=click.IntRange(min=1), default=None,
               help="Candidate sets each LLM judge sees per problem and N (each one call, cached).")
-def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
+@click.option("--judge-n", "judge_ns", default="", help="Comma-separated N at which the LLM judges run (default: "
+                                                       "every --n); their calls grow with each N.")
+def evaluate_command(benchmarks, policies, methods, ns, judge_draws, judge_ns) -> None:
     """Best-of-N on held-out problems: materialize `evaluation` and print its table and where its plots are."""
     import dagster as dg
     import pydantic
@@ -381,9 +388,12 @@ def evaluate_command(benchmarks, policies, methods, ns, judge_draws) -> None:
     chosen: dict = {"benchmarks": tuple(benchmarks), "policies": tuple(policies), "ns": tuple(_int_list(ns, "--n"))}
     if methods:
         chosen["methods"] = methods
-    if judge_draws:
-        chosen["judge"] = JudgeSettings(draws=judge_draws)
+    judge = {"draws": judge_draws} if judge_draws else {}
+    if judge_ns:
+        judge["ns"] = tuple(_int_list(judge_ns, "--judge-n"))
     try:
+        if judge:
+            chosen["judge"] = JudgeSettings(**judge)
         settings = EvaluationSettings(**chosen)
     except (pydantic.ValidationError, ValueError) as err:
         raise click.BadParameter(str(err)) from err

@@ -3,6 +3,7 @@ only parses its flags and prints what each step reports."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,39 +13,34 @@ import dagster as dg
 
 from orchrm_dagster.glue.commands import (BatchOutcome, failure_messages, ingest_files, ingest_landed,
                                           materialization_metadata, materialize_selection, orchestrate)
-from orchrm_dagster.evaluation import EvaluationSettings, JudgeSettings
+from orchrm_dagster.evaluation import EvaluationSettings, JudgeSettings, VerifierSettings
+from orchrm_dagster.evaluation.methods import method_names
 from orchrm_dagster.glue.config_bridge import from_engine
+from orchrm_dagster.glue.main_job_options import MainJobOptions
 from orchrm_dagster.glue.run_configs import EvaluationConfig, RewardModelConfig
 from orchrm_dagster.grpo import small_execution
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.rm import RMTrainConfig
 from orchrm_dagster.synthetic import EXAMPLE_BATCH, generate_runs, write_jsonl
 
-# Shorter sub-agent work than the execution defaults (as a GRPO round's and the loop's rollouts), so the main job
-# ends within about 15 minutes on 2 cores.
-MAIN_JOB_EXECUTION = small_execution()
+# Shorter sub-agent work than the execution defaults (a GRPO round's and the loop's rollouts, with 64-token answers):
+# decoding a sub-agent round is most of a real run's time on 2 cores, and the main job ends within 8 minutes.
+MAIN_JOB_EXECUTION = dataclasses.replace(small_execution(), subagent_max_new_tokens=64)
 
 
 class StepFailed(RuntimeError):
     """A materialization of the sequence failed; the message names the step, the run and each failed op."""
 
 
-# The main job's evaluation: every method; each LLM judge sees one candidate set per problem and N. trajectory_judge
-# reads every trajectory whole (a knockout of groups beyond the embedded SmolLM2's 8,192-token context),
-# trajectory_judge_truncated the first 600 characters of each.
-MAIN_JOB_EVALUATION = EvaluationSettings(judge=JudgeSettings(draws=1, context_tokens=8192, max_candidate_chars=600))
+# The main job's evaluation: every method at N = 1, 2, 4, 8 but plan_judge (8 whole plans a prompt: 13 s a call on 2
+# cores); the trajectory judges (whole, and cut at 600 characters) at N=8 only, one candidate set per problem; the
+# panel fits its fusion weights on the runs of 24 problems the reward model saw. With every method, the judges at
+# every N and more draws, `orchrm evaluate` (its defaults) makes the whole comparison.
+MAIN_JOB_EVALUATION = EvaluationSettings(
+    methods=tuple(name for name in method_names() if name != "plan_judge"),
+    judge=JudgeSettings(draws=1, context_tokens=8192, max_candidate_chars=600, ns=(8,)),
+    verifier=VerifierSettings(max_fit_problems=24))
 HELD_OUT_POLICY = ("generated-orchestrator", "base", None)
-
-
-@dataclass(frozen=True)
-class MainJobOptions:
-    benchmark: str = "gsm8k"
-    problem_limit: int = 4
-    n_samples: int = 2
-    history_runs: int = 600  # ~490 pairs on 75 problems: the 320 the reward model trains on, and a validation split
-    max_train_pairs: int = 320
-    held_out_problems: int = 12
-    held_out_samples: int = 8
 
 
 @dataclass(frozen=True)
@@ -58,7 +54,11 @@ def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: lis
                          sampling: PlanSamplingSettings, execution: ExecutionSettings, on_start: Callable[[str], None] | None = None,
                          on_done: Callable[[PolicyExecution], None] | None = None) -> list[PolicyExecution]:
     """Samples and executes plans of each policy (every registered one when `policy_names` is empty)."""
-    names = policy_names or defs.resources["policy_registry"].names()  # configured ones: checkpoints run by name
+    registered = defs.resources["policy_registry"].names()  # configured ones: checkpoints run by name
+    unknown = [name for name in policy_names if name not in registered]
+    if unknown:
+        raise StepFailed(f"unknown policy {', '.join(unknown)}: the registered ones are {', '.join(registered)}")
+    names = policy_names or registered
     executions = []
     for name in names:
         if on_start:
@@ -93,9 +93,9 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
     on_done(_rows(materialize_or_fail(defs, 'key:"problems"'), "problems", "problems"))
     sampling = PlanSamplingSettings(n_samples=options.n_samples, problem_limit=options.problem_limit, seed=0)
     executions = orchestrate_policies(
-        defs, options.benchmark, [], sampling, MAIN_JOB_EXECUTION,
+        defs, options.benchmark, list(options.policies), sampling, MAIN_JOB_EXECUTION,
         on_start=lambda name: on_step(f"{options.benchmark} x {name}: sampling {options.n_samples} plans for "
-                                      f"{options.problem_limit} problems and executing them"),
+                                      f"{_count(options.problem_limit, 'problem')} and executing them"),
         on_done=on_execution)
     with tempfile.TemporaryDirectory() as tmp:
         history, held_out = Path(tmp, "generated-history.jsonl"), Path(tmp, "generated-held-out.jsonl")
@@ -128,13 +128,23 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
     result = materialize_or_fail(defs, 'key:"evaluation"',
                                  dg.RunConfig(ops={"evaluation": from_engine(EvaluationConfig, MAIN_JOB_EVALUATION)}))
     evaluated = materialization_metadata(result, "evaluation")
-    on_done(f"{evaluated.get('dagster/row_count', 0)} rows, {evaluated.get('judge_calls', 0)} judge calls")
+    on_done(f"{evaluated.get('dagster/row_count', 0)} rows, {evaluated.get('judge_calls', 0)} judge calls; "
+            + _slowest_methods(evaluated.get("seconds_by_method") or {}))
     return outcomes, evaluated["evaluation_id"]
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def _rows(result: dg.ExecuteInProcessResult, asset_key: str, what: str) -> str:
     count = materialization_metadata(result, asset_key).get("dagster/row_count")
     return f"{count} {what}" if count is not None else ""
+
+
+def _slowest_methods(seconds_by_method: dict, shown: int = 4) -> str:
+    slowest = list(seconds_by_method.items())[:shown]  # the metadata lists them slowest first
+    return "slowest methods: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in slowest) if slowest else ""
 
 
 def _summaries(outcomes: list[BatchOutcome]) -> str:

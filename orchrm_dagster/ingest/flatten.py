@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchrm_dagster.contract import RunRecord, UnstorableValue, json_text, plan_hash
+from orchrm_dagster.contract.storable import INT64_MAX
 
 # The record field each `runs` column holds, where the names differ (what a quarantined line's `field` names).
 RUN_COLUMN_FIELDS = {
@@ -25,6 +26,7 @@ def record_meta(record: RunRecord) -> str | None:
         for key, value in ((part.model_extra or {}) if part is not None else {}).items():
             extras[f"{prefix}.{key}"] = value
     for key, value in extras.items():
+        json_text(value, key)  # a value out of range is named where the record holds it, not where meta keeps it
         meta[key if key not in meta else f"unknown.{key}"] = value
     return json_text(meta, "meta") if meta else None
 
@@ -36,14 +38,24 @@ def _plan_hash(plan: str) -> str:
         raise UnstorableValue("plan", "text holds a lone surrogate (not encodable as UTF-8)") from None
 
 
+def _total(prompt: int, completion: int | None, part: str) -> int:
+    """A total the record leaves out, prompt + completion; when it does not fit the column the error names the
+    record's own fields, not the column it would have filled."""
+    total = prompt + (completion or 0)
+    if total > INT64_MAX:
+        raise UnstorableValue(f"tokens.{part}_prompt", f"tokens.{part}_prompt + tokens.{part}_completion = {total} "
+                                                       f"(the {part} total) does not fit in 64 bits")
+    return total
+
+
 def _token_columns(tokens) -> tuple:
     if tokens is None:
         return (None,) * 6
     orchestrator, subagents = tokens.orchestrator, tokens.subagents
     if orchestrator is None and tokens.orchestrator_prompt is not None:
-        orchestrator = tokens.orchestrator_prompt + (tokens.orchestrator_completion or 0)
+        orchestrator = _total(tokens.orchestrator_prompt, tokens.orchestrator_completion, "orchestrator")
     if subagents is None and tokens.subagent_prompt is not None:
-        subagents = tokens.subagent_prompt + (tokens.subagent_completion or 0)
+        subagents = _total(tokens.subagent_prompt, tokens.subagent_completion, "subagent")
     return (orchestrator, subagents, tokens.orchestrator_prompt, tokens.orchestrator_completion,
             tokens.subagent_prompt, tokens.subagent_completion)
 

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from orchrm_dagster.contract import RM_SCORES
-from orchrm_dagster.evaluation import EvaluationSettings, VerifierSettings, VerifierWeights, evaluate
+from orchrm_dagster.evaluation import (EvaluationSettings, JudgeSettings, VerifierSettings, VerifierWeights,
+                                      evaluate)
 from orchrm_dagster.ingest import ingest_batch
 from orchrm_dagster.labels import label_batch
 from orchrm_dagster.llm import Completion
@@ -135,6 +136,23 @@ def test_judges_are_cached_by_problem_candidates_and_model(evaluated_root):
     other_model = CountingJudge()
     other_model.model_id = "another-judge"
     assert evaluate(root, settings, other_model).judge_calls == first.judge_calls
+
+
+def test_judges_run_only_at_their_ns_while_the_other_methods_run_at_every_n(evaluated_root):
+    root, _, _ = evaluated_root
+    settings = EvaluationSettings(methods=("oracle", "plan_judge"), ns=(1, 2, 4), judge=JudgeSettings(ns=(4,)))
+    judge = CountingJudge()
+    outcome = evaluate(root, settings, judge)
+    assert outcome.judge_calls == len(judge.requests) == 9 * 2  # 9 problems x 2 policies, at N=4 only
+    assert {(r["method"], r["n"]) for r in outcome.rows} == {("oracle", 1), ("oracle", 2), ("oracle", 4),
+                                                             ("plan_judge", 4)}
+    assert set(outcome.method_seconds) == {"oracle", "plan_judge"}
+    assert all(seconds > 0 for seconds in outcome.method_seconds.values())
+
+
+def test_judge_ns_outside_the_evaluated_ns_is_refused():
+    with pytest.raises(ValueError, match=r"judge.ns \[16\] must be among ns"):
+        EvaluationSettings(ns=(1, 8), judge=JudgeSettings(ns=(16,)))
 
 
 def test_an_unparseable_verdict_takes_the_first_candidate_and_is_counted(evaluated_root):

@@ -236,6 +236,9 @@ _EPOCH_FIRST_US = (datetime(1, 1, 1, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=U
 edge_micros = st.sampled_from([0, _LIMIT_US, _LIMIT_US + 1, _EPOCH_FIRST_US, _EPOCH_FIRST_US - 1, 2**62, -(2**62)]
                               ) | st.integers(-(2**62), 2**62)
 _UNIT_US = {"s": 1_000_000, "ms": 1000, "us": 1}
+_COMPLETION = 7  # tokens.orchestrator_completion of every Parquet row: the stored total is prompt + 7
+PARQUET_FIELDS = ("sample", "logprob", "micros", "meta", "prompt", "call_tokens")
+EDGE_PROMPTS = [0, INT64_MAX - _COMPLETION, INT64_MAX - _COMPLETION + 1, INT64_MAX, 2**64 - 1]
 
 
 @st.composite
@@ -246,19 +249,26 @@ def parquet_batches(draw):
     rows, in_range = [], []
     for i in range(n_good + n_edge):
         edge = i >= n_good
-        sample = draw(st.sampled_from(EDGE_INTS) | st.integers()) if edge else i
+        # an edge row edits one or two fields, the others keep good values: what decides its fate is what it edited
+        edited = draw(st.sets(st.sampled_from(PARQUET_FIELDS), min_size=1, max_size=2)) if edge else set()
+        sample = draw(st.sampled_from(EDGE_INTS) | st.integers()) if "sample" in edited else i
         low, high = (0, 2**64 - 1) if index_type == pa.uint64() else ((-(2**31), 2**31 - 1) if index_type == pa.int32()
                                                                        else (INT64_MIN, INT64_MAX))
         sample = min(max(sample, low), high)  # what the column type holds at all
-        logprob = draw(st.sampled_from(EDGE_FLOATS) | st.floats() | st.none()) if edge else -0.5
-        micros = draw(edge_micros) if edge else 1_700_000_000_000_000
+        logprob = draw(st.sampled_from(EDGE_FLOATS) | st.floats() | st.none()) if "logprob" in edited else -0.5
+        micros = draw(edge_micros) if "micros" in edited else 1_700_000_000_000_000
         micros -= micros % _UNIT_US[time_type.unit]
         micros = max(min(micros, 2**62), -(2**62))
-        meta = draw(st.none() | json_values.map(lambda v: json.dumps({"x": v}, allow_nan=True))) if edge else '{"seed": 1}'
+        meta = draw(st.none() | json_values.map(lambda v: json.dumps({"x": v}, allow_nan=True))) if "meta" in edited else '{"seed": 1}'
+        # a struct column (tokens, its prompt count a uint64) and a list of structs (subagents)
+        prompt = draw(st.sampled_from(EDGE_PROMPTS) | st.integers(0, 2**64 - 1)) if "prompt" in edited else 10
+        call_tokens = draw(st.sampled_from(EDGE_INTS) | st.integers(INT64_MIN, INT64_MAX)) if "call_tokens" in edited else 3
+        call_tokens = min(max(call_tokens, INT64_MIN), INT64_MAX)
         rows.append({"run_id": f"{'edge' if edge else 'good'}-{i}", "sample_index": sample, "plan_logprob": logprob,
-                     "micros": micros, "meta": meta})
+                     "micros": micros, "meta": meta, "prompt": prompt, "call_tokens": call_tokens})
         ok = (sample <= INT64_MAX and (logprob is None or math.isfinite(logprob))
-              and _EPOCH_FIRST_US <= micros <= _LIMIT_US)
+              and _EPOCH_FIRST_US <= micros <= _LIMIT_US
+              and prompt + _COMPLETION <= INT64_MAX and call_tokens >= 0)  # counts are >= 0 by the contract
         in_range.append(ok if meta is None or meta == '{"seed": 1}' else (ok and None))
     order = draw(st.permutations(range(len(rows))))
     return [rows[i] for i in order], [in_range[i] for i in order], index_type, time_type
@@ -274,6 +284,11 @@ def _parquet_table(rows, index_type, time_type) -> pa.Table:
         "plan_logprob": pa.array([r["plan_logprob"] for r in rows], pa.float64()),
         "created_at": pa.array([r["micros"] // _UNIT_US[time_type.unit] for r in rows], pa.int64()).cast(time_type),
         "meta": pa.array([r["meta"] for r in rows], pa.string()),
+        "tokens": pa.array([{"orchestrator_prompt": r.get("prompt", 10), "orchestrator_completion": _COMPLETION}
+                            for r in rows],
+                           pa.struct([("orchestrator_prompt", pa.uint64()), ("orchestrator_completion", pa.int64())])),
+        "subagents": pa.array([[{"agent_id": "1", "completion_tokens": r.get("call_tokens", 3)}] for r in rows],
+                              pa.list_(pa.struct([("agent_id", pa.string()), ("completion_tokens", pa.int64())]))),
     })
 
 
@@ -285,7 +300,7 @@ def test_parquet_values_at_the_edge_of_their_range_cost_only_their_own_row(data)
     def expected(row):
         created = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=row["micros"])
         return {"run_id": row["run_id"], "sample_index": row["sample_index"], "plan_logprob": row["plan_logprob"],
-                "created_at": created}
+                "created_at": created, "orchestrator_tokens": row["prompt"] + _COMPLETION, "n_subagent_calls": 1}
 
     with tempfile.TemporaryDirectory() as tmp:
         root = StorageRoot(f"{tmp}/storage")
@@ -301,8 +316,11 @@ def test_parquet_values_at_the_edge_of_their_range_cost_only_their_own_row(data)
 FOUND_IN_JSONL = [  # (field edited, value, the quarantined field) of each minimal failing example
     ("created_at", "0001-01-01T00:00:00+00:01", "created_at"),  # year 0 in UTC: the whole file failed
     ("meta.x", math.nan, "meta.x"),  # stored as null: the value changed
-    ("tokens.orchestrator_prompt", INT64_MAX, "tokens.orchestrator"),  # the total (prompt + completion) overflowed
+    # the total (prompt + completion, 7) overflowed: named by the record's field, not the column it fills
+    ("tokens.orchestrator_prompt", INT64_MAX, "tokens.orchestrator_prompt"),
     ("subagents.0.surprise", 2**64, "subagents[0].surprise"),  # an unknown sub-agent key past 64 bits
+    ("surprise", 2**64, "surprise"),  # an unknown field: named as the record holds it, not as meta keeps it
+    ("policy.surprise", math.inf, "policy.surprise"),
 ]
 
 
@@ -315,6 +333,8 @@ def test_found_unstorable_values_cost_only_their_line(tmp_path, path, value, fie
     runs, quarantine = _stored(root, "found")
     assert sorted(runs) == [1, 3] and report.quarantined == 1
     assert (quarantine[2]["kind"], quarantine[2]["field"]) == ("unstorable_value", field)
+    if field == "tokens.orchestrator_prompt":
+        assert f"tokens.orchestrator_prompt + tokens.orchestrator_completion = {INT64_MAX + 7}" in quarantine[2]["reason"]
 
 
 def test_found_parquet_values_cost_only_their_row(tmp_path):

@@ -122,3 +122,20 @@ def test_by_default_a_training_writes_no_logs(tmp_path, tiny_backbone):
     train_reward_model(toy_pairs(8, seed=3), toy_pairs(0, 0), tiny_config(tiny_backbone), str(quiet))
     assert event_files(quiet) == [] and not (quiet / "logs").exists() and not (quiet / "runs").exists()
     assert os.path.exists(quiet / "model" / "model.safetensors")  # it trained
+
+
+@pytest.mark.parametrize("verbosity, printed", [("warning", True), ("error", False)])
+def test_the_metrics_printed_each_step_follow_transformers_verbosity(tmp_path, tiny_backbone, capsys, verbosity,
+                                                                     printed):
+    from transformers.utils import logging as transformers_logging
+
+    before = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity(getattr(transformers_logging, verbosity.upper()))
+    try:
+        result = train_reward_model(toy_pairs(16, seed=3), toy_pairs(0, 0), tiny_config(tiny_backbone),
+                                    str(tmp_path / "v0001"))
+    finally:
+        transformers_logging.set_verbosity(before)
+    out = capsys.readouterr()
+    assert ("'loss'" in out.out + out.err) is printed
+    assert result.final_loss > 0  # logged all the same: the history keeps what the console no longer shows

@@ -8,6 +8,8 @@ the registry imports every module here. The settings' validation, the CLI's `--m
 
 from __future__ import annotations
 
+import time
+
 from orchrm_dagster.registry import Registry
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -79,11 +81,20 @@ class Preparation:
     reports: dict[str, dict] = field(default_factory=dict)
 
 
-def prepare_pool(preparation: Preparation, methods: list[EvaluationMethod]) -> Preparation:
-    """Runs each distinct `prepare` of `methods` once, in the methods' order (nothing for an empty pool)."""
+def prepare_pool(preparation: Preparation, methods: list[EvaluationMethod],
+                 seconds: dict[str, float] | None = None) -> Preparation:
+    """Runs each distinct `prepare` of `methods` once, in the methods' order (nothing for an empty pool); adds each
+    call's wall time to `seconds`, under the first method that names it."""
     if preparation.pool.height:
-        for prepare in dict.fromkeys(method.prepare for method in methods if method.prepare is not None):
+        first_named = {}
+        for method in methods:
+            if method.prepare is not None:
+                first_named.setdefault(method.prepare, method.name)
+        for prepare, name in first_named.items():
+            started = time.perf_counter()
             prepare(preparation)
+            if seconds is not None:
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
     return preparation
 
 
