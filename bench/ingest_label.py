@@ -85,8 +85,10 @@ def time_ingest(batch: Path, root_dir: str, index: int) -> tuple[float, float]:
     from orchrm_dagster.ingest.batch import ingest_batch
     from orchrm_dagster.storage.root import StorageRoot
 
-    # a new batch id each round: no re-ingest shortcut
-    return timed(lambda: ingest_batch(StorageRoot(root_dir), f"bench{index}", str(batch)))
+    # a fresh root each round: a first ingest every time (in one root, round 2 would find every run_id already
+    # ingested by round 1 and quarantine the whole batch as duplicates, another workload)
+    with tempfile.TemporaryDirectory(prefix=f"round{index}-", dir=root_dir) as fresh:
+        return timed(lambda: ingest_batch(StorageRoot(fresh), "bench", str(batch)))
 
 
 def compare(batch: Path, repeat: int, threads: int | None) -> None:

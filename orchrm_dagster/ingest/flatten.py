@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchrm_dagster.contract import RunRecord, UnstorableValue, json_text, plan_hash
-from orchrm_dagster.contract.storable import INT64_MAX
+from orchrm_dagster.contract import INT64_MAX, RunRecord, UnstorableValue, json_text, plan_hash
 
 # The record field each `runs` column holds, where the names differ (what a quarantined line's `field` names).
 RUN_COLUMN_FIELDS = {
