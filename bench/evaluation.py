@@ -138,7 +138,8 @@ def real_runs_tokens(problems: int = 8) -> dict:
     history; verification tokens at N=8 of orchrm_bon, the trajectory judge and the collaborative verifier."""
     from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.glue.commands import ingest_files, ingest_landed, orchestrate
-    from orchrm_dagster.glue.main_job import MAIN_JOB_EXECUTION, materialize_or_fail
+    from orchrm_dagster.glue.main_job import materialize_or_fail
+    from orchrm_dagster.grpo import small_execution
     from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
     with tempfile.TemporaryDirectory(prefix="orchrm-eval-real-") as tmp:
@@ -155,7 +156,7 @@ def real_runs_tokens(problems: int = 8) -> dict:
         from orchrm_dagster.orchestration import PlanSamplingSettings
 
         result = orchestrate(defs, "gsm8k", "smollm2-base", PlanSamplingSettings(n_samples=8, problem_limit=problems),
-                             MAIN_JOB_EXECUTION)
+                             small_execution())  # 96-token answers, as the README's figures were measured
         assert result.success, "orchestration failed"
         executed_s = time.perf_counter() - started
         ingest_landed(defs, ["mas-gsm8k_smollm2-base.jsonl"])

@@ -8,8 +8,6 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 
-import click
-
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence]) -> str:
     def cell(value) -> str:
@@ -143,12 +141,16 @@ def step_progress(console, total: int | None = None) -> Iterator[StepProgress]:
         try:
             yield progress
         except BaseException as err:
-            reason = getattr(err, "message", None) or str(err) or type(err).__name__
+            import click  # here: the engine's plots import this module, and only the CLI raises click's errors
+
+            clicks = isinstance(err, click.ClickException)
+            message = err.format_message() if clicks else getattr(err, "message", None)
+            reason = message or str(err) or type(err).__name__
             if not isinstance(err, SystemExit) or err.code:
                 progress.fail(reason)
-            if isinstance(err, click.ClickException):  # reported above: click would print it a second time
+            if clicks and not isinstance(err, click.UsageError):  # reported above: click would print it again
                 raise SystemExit(err.exit_code) from err
-            raise
+            raise  # a usage error keeps click's usage line
         progress.finish()
 
 

@@ -127,3 +127,16 @@ def test_evaluate_refuses_an_unknown_method_with_a_usage_error():
     result = invoke("evaluate", "--methods", "single,best_guess")
     assert result.exit_code == 2
     assert "unknown method 'best_guess'" in result.output and "orchrm_bon" in result.output
+
+
+def test_the_main_job_refuses_an_unknown_policy_before_any_work(isolated_env):
+    result = invoke("main", "--policy", "smollm2-fewshot", "--policy", "nope")
+    assert result.exit_code == 1
+    assert "unknown policy nope: the known ones are smollm2-base, smollm2-fewshot (or all)" in result.output
+    assert result.output.count("unknown policy nope") == 1  # reported once, as the failed step
+    assert "materializing problems" not in result.output and not (isolated_env / "storage" / "tables").exists()
+
+
+def test_judge_ns_outside_the_evaluated_ns_is_a_usage_error(isolated_env):
+    result = CliRunner().invoke(main, ["evaluate", "--n", "1,8", "--judge-n", "4"])
+    assert result.exit_code == 2 and "judge.ns [4] must be among ns [1, 8]" in result.output

@@ -3,7 +3,7 @@
 from orchrm_dagster.contract.identity import plan_hash
 from orchrm_dagster.contract.kinds import POLICY_KINDS, TRAINED_POLICY_KINDS, PolicyKind, QuarantineKind, RunErrorKind
 from orchrm_dagster.contract.record import CONTRACT_VERSION, REQUIRED_FIELDS, RunRecord
-from orchrm_dagster.contract.storable import (INT64_MAX, UnstorableValue, is_utf8, json_text, safe_text,
+from orchrm_dagster.contract.storable import (INT64_MAX, UnstorableValue, check_json, is_utf8, json_text, safe_text,
                                               storable_column, type_name)
 from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS, JUDGE_CACHE,
                                             LABELS, OFFSHELF_SCORES, POLICY_CHECKPOINTS,
@@ -18,5 +18,5 @@ __all__ = [
     "PARTITIONED_TABLES", "POLICY_KINDS", "PROBLEMS", "PolicyKind", "QUARANTINE", "QuarantineKind", "REQUIRED_FIELDS",
     "RM_CHECKPOINTS", "RM_SCORES", "RM_TRAINING_PAIRS", "RM_TRAINING_PAIRS_FILE", "RUNS", "RunErrorKind", "RunRecord", "SUBAGENT_CALLS", "TRAINED_POLICY_KINDS",
     "WAREHOUSE_TABLES", "plan_hash",
-    "INT64_MAX", "UnstorableValue", "is_utf8", "json_text", "safe_text", "storable_column", "type_name",
+    "INT64_MAX", "UnstorableValue", "check_json", "is_utf8", "json_text", "safe_text", "storable_column", "type_name",
 ]

@@ -93,13 +93,18 @@ def _rows(mask: pa.Array) -> list[int]:
 def json_text(value: Any, field: str, default=None) -> str:
     """`value` as the JSON text a table keeps; raises UnstorableValue naming the first value out of range (its path
     below `field`; `field=""` names top-level keys bare)."""
-    problem = _json_problem(value, field, 0)
-    if problem:
-        raise UnstorableValue(*problem)
+    check_json(value, field)
     try:
         return orjson.dumps(value, default=default).decode()
     except TypeError as err:  # anything the walk above let through (a type only `default` knows)
         raise UnstorableValue(field, f"does not serialize to JSON: {err}") from None
+
+
+def check_json(value: Any, field: str) -> None:
+    """Raises UnstorableValue naming the first value of `value` out of range (its path below `field`)."""
+    problem = _json_problem(value, field, 0)
+    if problem:
+        raise UnstorableValue(*problem)
 
 
 def _json_problem(value: Any, path: str, depth: int) -> tuple[str, str] | None:

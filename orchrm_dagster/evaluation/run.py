@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +18,8 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE, VERIFIER_SCORES
 from orchrm_dagster.evaluation.costs import verification_ratios
 from orchrm_dagster.evaluation.judges import CandidateSet, JudgedSets, Verdict, judge_sets
-from orchrm_dagster.evaluation.methods import EvaluationMethod, MethodKind, Preparation, method_named, prepare_pool
+from orchrm_dagster.evaluation.methods import (EvaluationMethod, MethodKind, Preparation, method_named, prepare_pool,
+                                               timed_into)
 from orchrm_dagster.evaluation.methods.common import (candidate_set_members, judged, one_sample, sampling_costs,
                                                       token_means)
 from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
@@ -80,8 +80,12 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
     if rm_version is None:
         outcome.notes += [f"no reward model yet: {method.name} ranks every run last (ties by run_id)"
                           for method in chosen if method.needs_reward_model]
-    prepared = prepare_pool(Preparation(root, pool, settings, evaluation_id, champions, seen), chosen,
-                            outcome.method_seconds)
+    judges = [method.name for method in chosen if method.needs_llm]
+    if judges and settings.judge.ns:
+        outcome.notes.append(f"{', '.join(judges)}: evaluated at N = {', '.join(map(str, settings.judge.ns))} only "
+                             f"(judge.ns); a benchmark and policy with fewer runs per problem has no rows of them")
+    preparation = Preparation(root, pool, settings, evaluation_id, champions, seen, seconds=outcome.method_seconds)
+    prepared = prepare_pool(preparation, chosen)
     pool, verifier_rows = prepared.pool, prepared.tables.get("verifier_scores")
     outcome.notes += prepared.notes
     outcome.method_reports = prepared.reports
@@ -115,19 +119,19 @@ def _per_problem_results(root, pool: pl.DataFrame, chosen: list[EvaluationMethod
     means = token_means(pool)
     keys = pool.select("pkey", *GROUP).unique()  # names the set-based methods' per-pkey rows
     for n in sorted(set(settings.ns)):
-        if n == 1:  # one candidate: every method takes it, and there is nothing to verify
+        if n == 1:  # one candidate: every method evaluated at N=1 takes it, and there is nothing to verify
             results += [_tag(baseline, method, 1, means) for method in chosen if _evaluated_at(method, 1, settings)]
             continue
         at_n = [method for method in chosen if _evaluated_at(method, n, settings)]
         for method in at_n:
             if method.kind is MethodKind.RANKED:
-                with _timed(outcome, method):
+                with timed_into(outcome.method_seconds, method.name):
                     results.append(_tag(method.choose(pool, n, settings), method, n, means))
         set_based = [method for method in at_n if method.kind is not MethodKind.RANKED]
         for part in _slices(pool, n, settings) if set_based else ():
             members = candidate_set_members(part, n, settings, stream=part["pkey"][0])
             for method in set_based:
-                with _timed(outcome, method):
+                with timed_into(outcome.method_seconds, method.name):
                     frame = _set_choice(root, part, members, method, n, settings, judge_backend, outcome)
                 if frame is not None:
                     results.append(_tag(frame.join(keys, on="pkey"), method, n, means))
@@ -142,16 +146,6 @@ def _evaluated_at(method: EvaluationMethod, n: int, settings: EvaluationSettings
     if method.max_n is not None and n > method.max_n:
         return False
     return not (method.needs_llm and settings.judge.ns and n not in settings.judge.ns)
-
-
-@contextmanager
-def _timed(outcome: EvaluationOutcome, method: EvaluationMethod):
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        seconds = time.perf_counter() - started
-        outcome.method_seconds[method.name] = outcome.method_seconds.get(method.name, 0.0) + seconds
 
 
 def _slices(pool: pl.DataFrame, n: int, settings: EvaluationSettings):

@@ -37,16 +37,18 @@ def _storage():
     return StorageSettings(root=default_storage_url())
 
 
-# Model loads print GGUF de-quantization and "Loading weights" bars (tqdm) and transformers' load report (a warning);
-# unless --verbose, they are silenced through the environment, which in-process runs read when transformers and tqdm
-# are first imported (after this group's callback) and step subprocesses inherit. A value a user set is kept.
+# Model loads print GGUF de-quantization and "Loading weights" bars (tqdm) and transformers' load report (a warning),
+# and trainers print each logged step's metrics; unless --verbose, they are silenced through the environment, which
+# in-process runs read when transformers and tqdm are first imported (after this group's callback) and step
+# subprocesses inherit (training_logs.quiet_console reads transformers' verbosity). A value a user set is kept.
 QUIET_MODEL_LOADS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 
 
 @click.group()
 @click.option("--storage", "storage_url", envvar="ORCHRM_STORAGE", default=None,
               help="Storage root: a folder or s3://bucket/prefix (default: ./storage, or $ORCHRM_STORAGE).")
-@click.option("--verbose", is_flag=True, help="Show model-load progress bars and load reports (silent by default).")
+@click.option("--verbose", is_flag=True, help="Show model-load progress bars and load reports, and trainers' "
+                                               "per-step metrics (silent by default).")
 def main(storage_url: str | None, verbose: bool) -> None:
     """orchrm: multi-agent run logs -> labels -> pairs -> orchestration reward model."""
     if storage_url:
@@ -213,7 +215,9 @@ def export_pairs_command(path: str, fmt: str | None, sources: tuple[str, ...], s
 
 @main.command(name="orchestrate")
 @click.option("--benchmark", default="gsm8k", show_default=True, help="A benchmark of the problems table.")
-@click.option("--policy", "policy_names", multiple=True, help="Policy name(s); default: every registered policy.")
+@click.option("--policy", "policy_names", multiple=True,
+              help="Policy name(s), a configured one or a checkpoint (grpo-rNNNN); default or `all`: every configured "
+                   "policy.")
 @click.option("--problems", "problem_limit", default=4, show_default=True, help="The first N problems.")
 @click.option("--samples", "n_samples", default=2, show_default=True, help="Plans per problem.")
 @click.option("--seed", default=0, show_default=True)
@@ -224,7 +228,7 @@ def export_pairs_command(path: str, fmt: str | None, sources: tuple[str, ...], s
 def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, best_of, ingest) -> None:
     """Sample orchestration plans, execute them with sub-agents, land (and ingest) the runs."""
     from orchrm_dagster.glue.commands import ingest_landed
-    from orchrm_dagster.glue.main_job import orchestrate_policies
+    from orchrm_dagster.glue.main_job import orchestrate_policies, sampling_step
 
     from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 
@@ -236,8 +240,7 @@ def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed,
     with step_progress(console) as progress:
         executions = _or_exit(lambda: orchestrate_policies(
             defs, benchmark, list(policy_names), sampling, execution,
-            on_start=lambda name: progress.step(f"{benchmark} x {name}: sampling {n_samples} plans for "
-                                                f"{problem_limit} problems and executing them"),
+            on_start=lambda name: progress.step(sampling_step(benchmark, name, n_samples, problem_limit)),
             on_done=lambda done: progress.finish(_execution_summary(done))))
         outcomes = (ingest_landed(defs, [e.metadata["landed_batch"] for e in executions], **_ingest_callbacks(progress))
                     if ingest else [])
@@ -262,7 +265,8 @@ def _run_config(config_file: Path | None) -> dict | None:
 @main.command(name="main")
 @click.option("--benchmark", default=MainJobOptions.benchmark, show_default=True)
 @click.option("--policy", "policies", multiple=True, default=MainJobOptions.policies, show_default=True,
-              help="Policy whose plans are sampled and executed (repeatable); --policy all: every registered one.")
+              help="Policy whose plans are sampled and executed (repeatable), a configured one or a checkpoint; "
+                   "--policy all: every configured one.")
 @click.option("--problems", "problem_limit", default=MainJobOptions.problem_limit, show_default=True)
 @click.option("--samples", "n_samples", default=MainJobOptions.n_samples, show_default=True)
 @click.option("--history-runs", default=MainJobOptions.history_runs, show_default=True,
@@ -270,13 +274,13 @@ def _run_config(config_file: Path | None) -> dict | None:
 @click.option("--max-train-pairs", default=MainJobOptions.max_train_pairs, show_default=True)
 def main_job(benchmark: str, policies: tuple[str, ...], problem_limit: int, n_samples: int, history_runs: int,
              max_train_pairs: int) -> None:
-    """The main job on the embedded default: problems; real MAS runs from the embedded model for every policy;
-    the example batch and a generated history batch; labels; pairs; a reward model; held-out runs; scores of every
-    run; the Best-of-N evaluation table."""
+    """The main job on the embedded default: problems; real MAS runs from the embedded model (the few-shot policy;
+    --policy chooses); the example batch and a generated history batch; labels; pairs; a reward model; held-out
+    runs; scores of every run; the Best-of-N evaluation table."""
     from orchrm_dagster.glue.main_job import run_main_job
 
-    options = MainJobOptions(benchmark, () if "all" in policies else tuple(policies), problem_limit, n_samples,
-                             history_runs, max_train_pairs)
+    options = MainJobOptions(benchmark=benchmark, policies=tuple(policies), problem_limit=problem_limit,
+                             n_samples=n_samples, history_runs=history_runs, max_train_pairs=max_train_pairs)
     with step_progress(console) as progress:
         progress.step("loading the code location (Definitions)")
         defs = _definitions()

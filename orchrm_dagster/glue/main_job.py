@@ -20,6 +20,7 @@ from orchrm_dagster.glue.main_job_options import MainJobOptions
 from orchrm_dagster.glue.run_configs import EvaluationConfig, RewardModelConfig
 from orchrm_dagster.grpo import small_execution
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
+from orchrm_dagster.reporting import duration
 from orchrm_dagster.rm import RMTrainConfig
 from orchrm_dagster.synthetic import EXAMPLE_BATCH, generate_runs, write_jsonl
 
@@ -50,17 +51,30 @@ class PolicyExecution:
     metadata: dict  # the execution_artifacts materialization's metadata
 
 
+ALL_POLICIES = "all"
+
+
+def resolve_policies(defs: dg.Definitions, policy_names: list[str] | tuple[str, ...]) -> list[str]:
+    """The policies to run: those named (configured ones or policy checkpoints, `grpo-rNNNN`), or every configured
+    one when none or `all` is named; StepFailed naming the known ones for a name that is neither."""
+    registry = defs.resources["policy_registry"]
+    configured = registry.names()
+    if not policy_names or ALL_POLICIES in policy_names:
+        return configured
+    known = registry.names(defs.resources["storage"].storage_root())
+    unknown = [name for name in policy_names if name not in known]
+    if unknown:
+        raise StepFailed(f"unknown policy {', '.join(unknown)}: the known ones are {', '.join(known)} "
+                         f"(or {ALL_POLICIES})")
+    return list(policy_names)
+
+
 def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: list[str],
                          sampling: PlanSamplingSettings, execution: ExecutionSettings, on_start: Callable[[str], None] | None = None,
                          on_done: Callable[[PolicyExecution], None] | None = None) -> list[PolicyExecution]:
-    """Samples and executes plans of each policy (every registered one when `policy_names` is empty)."""
-    registered = defs.resources["policy_registry"].names()  # configured ones: checkpoints run by name
-    unknown = [name for name in policy_names if name not in registered]
-    if unknown:
-        raise StepFailed(f"unknown policy {', '.join(unknown)}: the registered ones are {', '.join(registered)}")
-    names = policy_names or registered
+    """Samples and executes plans of each policy (see `resolve_policies`)."""
     executions = []
-    for name in names:
+    for name in resolve_policies(defs, policy_names):
         if on_start:
             on_start(name)
         result = orchestrate(defs, benchmark, name, sampling, execution)
@@ -84,18 +98,19 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
                  on_step: Callable[[str], None] = lambda step: None,
                  on_execution: Callable[[PolicyExecution], None] | None = None,
                  on_done: Callable[[str], None] = lambda result: None) -> tuple[list[BatchOutcome], str]:
-    """problems; real MAS runs from every registered policy (landed); a generated history batch where plans decide
+    """problems; real MAS runs from the chosen policies (landed); a generated history batch where plans decide
     correctness; labels; pairs; a reward model; then the real runs, the example batch and a generated batch on
     other problems, none of which the reward model saw; scores of every run; the Best-of-N evaluation on those
     held-out runs. Returns the ingest outcomes of every batch and the evaluation's id. `on_step` says what starts,
     `on_done` what the step before produced, `on_execution` each policy's executed runs."""
+    policies = resolve_policies(defs, options.policies)  # a misspelt name fails before any work
     on_step("materializing problems")
     on_done(_rows(materialize_or_fail(defs, 'key:"problems"'), "problems", "problems"))
     sampling = PlanSamplingSettings(n_samples=options.n_samples, problem_limit=options.problem_limit, seed=0)
     executions = orchestrate_policies(
-        defs, options.benchmark, list(options.policies), sampling, MAIN_JOB_EXECUTION,
-        on_start=lambda name: on_step(f"{options.benchmark} x {name}: sampling {options.n_samples} plans for "
-                                      f"{_count(options.problem_limit, 'problem')} and executing them"),
+        defs, options.benchmark, policies, sampling, MAIN_JOB_EXECUTION,
+        on_start=lambda name: on_step(sampling_step(options.benchmark, name, options.n_samples,
+                                                    options.problem_limit)),
         on_done=on_execution)
     with tempfile.TemporaryDirectory() as tmp:
         history, held_out = Path(tmp, "generated-history.jsonl"), Path(tmp, "generated-held-out.jsonl")
@@ -128,13 +143,10 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
     result = materialize_or_fail(defs, 'key:"evaluation"',
                                  dg.RunConfig(ops={"evaluation": from_engine(EvaluationConfig, MAIN_JOB_EVALUATION)}))
     evaluated = materialization_metadata(result, "evaluation")
-    on_done(f"{evaluated.get('dagster/row_count', 0)} rows, {evaluated.get('judge_calls', 0)} judge calls; "
-            + _slowest_methods(evaluated.get("seconds_by_method") or {}))
+    on_done("; ".join(part for part in (
+        f"{evaluated.get('dagster/row_count', 0)} rows, {evaluated.get('judge_calls', 0)} judge calls",
+        _slowest_methods(evaluated.get("seconds_by_method") or {})) if part))
     return outcomes, evaluated["evaluation_id"]
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def _rows(result: dg.ExecuteInProcessResult, asset_key: str, what: str) -> str:
@@ -142,9 +154,14 @@ def _rows(result: dg.ExecuteInProcessResult, asset_key: str, what: str) -> str:
     return f"{count} {what}" if count is not None else ""
 
 
+def sampling_step(benchmark: str, policy: str, n_samples: int, problems: int) -> str:
+    return (f"{benchmark} x {policy}: sampling {n_samples} plans for {problems} problem{'' if problems == 1 else 's'} "
+            f"and executing them")
+
+
 def _slowest_methods(seconds_by_method: dict, shown: int = 4) -> str:
-    slowest = list(seconds_by_method.items())[:shown]  # the metadata lists them slowest first
-    return "slowest methods: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in slowest) if slowest else ""
+    slowest = sorted(seconds_by_method.items(), key=lambda item: -item[1])[:shown]
+    return "slowest methods: " + ", ".join(f"{name} {duration(seconds)}" for name, seconds in slowest) if slowest else ""
 
 
 def _summaries(outcomes: list[BatchOutcome]) -> str:

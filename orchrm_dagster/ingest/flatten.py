@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchrm_dagster.contract import INT64_MAX, RunRecord, UnstorableValue, json_text, plan_hash
+from orchrm_dagster.contract import INT64_MAX, RunRecord, UnstorableValue, check_json, json_text, plan_hash
 
 # The record field each `runs` column holds, where the names differ (what a quarantined line's `field` names).
 RUN_COLUMN_FIELDS = {
@@ -25,7 +25,7 @@ def record_meta(record: RunRecord) -> str | None:
         for key, value in ((part.model_extra or {}) if part is not None else {}).items():
             extras[f"{prefix}.{key}"] = value
     for key, value in extras.items():
-        json_text(value, key)  # a value out of range is named where the record holds it, not where meta keeps it
+        check_json(value, key)  # a value out of range is named where the record holds it, not where meta keeps it
         meta[key if key not in meta else f"unknown.{key}"] = value
     return json_text(meta, "meta") if meta else None
 
@@ -37,9 +37,12 @@ def _plan_hash(plan: str) -> str:
         raise UnstorableValue("plan", "text holds a lone surrogate (not encodable as UTF-8)") from None
 
 
-def _total(prompt: int, completion: int | None, part: str) -> int:
+def _total(prompt: int, completion: int | None, part: str) -> int | None:
     """A total the record leaves out, prompt + completion; when it does not fit the column the error names the
-    record's own fields, not the column it would have filled."""
+    record's own fields, not the column it would have filled. None when a part alone is out of range: its own column
+    check names it."""
+    if max(prompt, completion or 0) > INT64_MAX:
+        return None
     total = prompt + (completion or 0)
     if total > INT64_MAX:
         raise UnstorableValue(f"tokens.{part}_prompt", f"tokens.{part}_prompt + tokens.{part}_completion = {total} "

@@ -319,6 +319,7 @@ FOUND_IN_JSONL = [  # (field edited, value, the quarantined field) of each minim
     # the total (prompt + completion, 7) overflowed: named by the record's field, not the column it fills
     ("tokens.orchestrator_prompt", INT64_MAX, "tokens.orchestrator_prompt"),
     ("subagents.0.surprise", 2**64, "subagents[0].surprise"),  # an unknown sub-agent key past 64 bits
+    ("tokens.orchestrator_completion", 2**64, "tokens.orchestrator_completion"),  # a part over: it is named itself
     ("surprise", 2**64, "surprise"),  # an unknown field: named as the record holds it, not as meta keeps it
     ("policy.surprise", math.inf, "policy.surprise"),
 ]

@@ -9,6 +9,7 @@ the registry imports every module here. The settings' validation, the CLI's `--m
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 from orchrm_dagster.registry import Registry
 from collections.abc import Callable, Mapping
@@ -79,23 +80,31 @@ class Preparation:
     tables: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     reports: dict[str, dict] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # each method's preparation wall time
 
 
-def prepare_pool(preparation: Preparation, methods: list[EvaluationMethod],
-                 seconds: dict[str, float] | None = None) -> Preparation:
-    """Runs each distinct `prepare` of `methods` once, in the methods' order (nothing for an empty pool); adds each
-    call's wall time to `seconds`, under the first method that names it."""
+def prepare_pool(preparation: Preparation, methods: list[EvaluationMethod]) -> Preparation:
+    """Runs each distinct `prepare` of `methods` once, in the methods' order (nothing for an empty pool); its wall
+    time goes to `preparation.seconds` under the first method that names it."""
     if preparation.pool.height:
         first_named = {}
         for method in methods:
             if method.prepare is not None:
                 first_named.setdefault(method.prepare, method.name)
         for prepare, name in first_named.items():
-            started = time.perf_counter()
-            prepare(preparation)
-            if seconds is not None:
-                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
+            with timed_into(preparation.seconds, name):
+                prepare(preparation)
     return preparation
+
+
+@contextmanager
+def timed_into(seconds: dict[str, float], name: str):
+    """Adds the block's wall time to `seconds[name]`."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
 
 
 METHODS: Registry[EvaluationMethod] = Registry("evaluation method", __name__, skip=())
