@@ -176,8 +176,12 @@ def _stored(root: StorageRoot, batch_id: str) -> tuple[dict[int, dict], dict[int
         return [row for path in root.batch_files(table, batch_id) for row in pq.read_table(path).to_pylist()]
 
     runs = {row["line_number"]: row for row in rows("runs")}
-    for row in runs.values():
+    calls: dict[int, list] = {}
+    for call in sorted(rows("subagent_calls"), key=lambda c: (c["line_number"], c["call_index"])):
+        calls.setdefault(call["line_number"], []).append(call["completion_tokens"])
+    for line, row in runs.items():
         row["meta"] = orjson.loads(row["meta"]) if row["meta"] is not None else None
+        row["call_completion_tokens"] = calls.get(line, [])  # what subagent_calls holds for the run
     return runs, {row["line_number"]: row for row in rows("quarantine")}
 
 
@@ -300,7 +304,8 @@ def test_parquet_values_at_the_edge_of_their_range_cost_only_their_own_row(data)
     def expected(row):
         created = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=row["micros"])
         return {"run_id": row["run_id"], "sample_index": row["sample_index"], "plan_logprob": row["plan_logprob"],
-                "created_at": created, "orchestrator_tokens": row["prompt"] + _COMPLETION, "n_subagent_calls": 1}
+                "created_at": created, "orchestrator_tokens": row["prompt"] + _COMPLETION, "n_subagent_calls": 1,
+                "call_completion_tokens": [row["call_tokens"]]}
 
     with tempfile.TemporaryDirectory() as tmp:
         root = StorageRoot(f"{tmp}/storage")
