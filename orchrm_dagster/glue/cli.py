@@ -228,7 +228,7 @@ def export_pairs_command(path: str, fmt: str | None, sources: tuple[str, ...], s
 def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, best_of, ingest) -> None:
     """Sample orchestration plans, execute them with sub-agents, land (and ingest) the runs."""
     from orchrm_dagster.glue.commands import ingest_landed
-    from orchrm_dagster.glue.main_job import orchestrate_policies, sampling_step
+    from orchrm_dagster.glue.main_job import orchestrate_policies, resolve_policies, sampling_step
 
     from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 
@@ -239,7 +239,7 @@ def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed,
     execution = ExecutionSettings(selection="orchrm_bon", best_of_n=best_of) if best_of else ExecutionSettings()
     with step_progress(console) as progress:
         executions = _or_exit(lambda: orchestrate_policies(
-            defs, benchmark, list(policy_names), sampling, execution,
+            defs, benchmark, resolve_policies(defs, policy_names), sampling, execution,
             on_start=lambda name: progress.step(sampling_step(benchmark, name, n_samples, problem_limit)),
             on_done=lambda done: progress.finish(_execution_summary(done))))
         outcomes = (ingest_landed(defs, [e.metadata["landed_batch"] for e in executions], **_ingest_callbacks(progress))

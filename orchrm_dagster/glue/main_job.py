@@ -72,9 +72,9 @@ def resolve_policies(defs: dg.Definitions, policy_names: list[str] | tuple[str, 
 def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: list[str],
                          sampling: PlanSamplingSettings, execution: ExecutionSettings, on_start: Callable[[str], None] | None = None,
                          on_done: Callable[[PolicyExecution], None] | None = None) -> list[PolicyExecution]:
-    """Samples and executes plans of each policy (see `resolve_policies`)."""
+    """Samples and executes plans of each policy in `policy_names` (as `resolve_policies` returns them)."""
     executions = []
-    for name in resolve_policies(defs, policy_names):
+    for name in policy_names:
         if on_start:
             on_start(name)
         result = orchestrate(defs, benchmark, name, sampling, execution)
