@@ -67,7 +67,10 @@ def _cpu_seconds() -> float:
 def timed(work) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), _cpu_seconds()
     work()
-    return time.perf_counter() - wall, _cpu_seconds() - cpu
+    wall = time.perf_counter() - wall
+    while multiprocessing.active_children():  # ingest returns while its finished workers exit: count their CPU too
+        time.sleep(0.01)
+    return wall, _cpu_seconds() - cpu
 
 
 def time_duckdb(batch: Path, out_dir: str, threads: int | None) -> tuple[float, float]:

@@ -1,5 +1,6 @@
 """The artifact contract and every table's schema: what the rest of the engine reads and writes."""
 
+from orchrm_dagster.contract.fast_decode import FastRunRecord, fast_record
 from orchrm_dagster.contract.identity import plan_hash
 from orchrm_dagster.contract.kinds import POLICY_KINDS, TRAINED_POLICY_KINDS, PolicyKind, QuarantineKind, RunErrorKind
 from orchrm_dagster.contract.record import CONTRACT_VERSION, REQUIRED_FIELDS, RunRecord
@@ -17,6 +18,6 @@ __all__ = [
     "GRPO_ROUNDS", "JUDGE_CACHE", "OFFSHELF_SCORES", "PLAN_SCORES", "POLICY_CHECKPOINTS", "VERIFIER_SCORES", "LABELS", "ORCHESTRATION_SAMPLES", "PAIRS",
     "PARTITIONED_TABLES", "POLICY_KINDS", "PROBLEMS", "PolicyKind", "QUARANTINE", "QuarantineKind", "REQUIRED_FIELDS",
     "RM_CHECKPOINTS", "RM_SCORES", "RM_TRAINING_PAIRS", "RM_TRAINING_PAIRS_FILE", "RUNS", "RunErrorKind", "RunRecord", "SUBAGENT_CALLS", "TRAINED_POLICY_KINDS",
-    "WAREHOUSE_TABLES", "plan_hash",
+    "WAREHOUSE_TABLES", "plan_hash", "FastRunRecord", "fast_record",
     "INT64_MAX", "UnstorableValue", "check_json", "is_utf8", "json_text", "safe_text", "storable_column", "type_name",
 ]

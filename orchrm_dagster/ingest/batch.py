@@ -7,12 +7,15 @@ run_ids (within the file, and against the runs other batches already landed) wor
 
 from __future__ import annotations
 
+import gc
+import itertools
 import multiprocessing
 import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import sql
-from orchrm_dagster.contract import QuarantineKind, RunRecord, safe_text
+from orchrm_dagster.contract import QuarantineKind, safe_text
 from orchrm_dagster.ingest.reader import count_newlines, iter_jsonl, iter_parquet, line_aligned_ranges
 from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.staging import RecordStager
@@ -31,6 +34,7 @@ from orchrm_dagster.storage import StorageRoot, root_lock
 
 _PROGRESS_EVERY = 10_000
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
+CHUNK_BYTES = 16 << 20  # what a process claims at a time (and at least 16 chunks a process)
 
 
 @dataclass
@@ -55,15 +59,22 @@ class IngestReport:
 
 
 @dataclass(frozen=True)
+class Chunk:
+    """The lines starting in [start, end) of a batch file, the first being line `first_line` (end None: to the end)."""
+
+    start: int
+    end: int | None
+    first_line: int
+
+
+@dataclass(frozen=True)
 class StageTask:
-    """One worker's share of a batch: the lines starting in [start, end), the first being `first_line`."""
+    """One process's part of a batch: it stages the chunks it claims (all of them when it works alone)."""
 
     root: StorageRoot
     source_path: str
     batch_id: str
-    start: int
-    end: int | None
-    first_line: int
+    chunks: tuple[Chunk, ...]
     out_prefix: str
     settings: IngestSettings
 
@@ -97,15 +108,11 @@ def ingest_batch(
     with tempfile.TemporaryDirectory(prefix=f"orchrm-ingest-{batch_id}-") as staging:
         workers = _worker_count(root, source_path, workers or default_workers())
         if workers == 1:
-            parts = [stage_part(_task(root, batch_id, source_path, staging, settings, 0, 0, None, 1), progress)]
+            whole = (Chunk(0, None, 1),)
+            parts = [stage_part(_task(root, batch_id, source_path, staging, settings, 0, whole), itertools.count(),
+                                progress)]
         else:
-            # this process stages the first share itself: one worker fewer to start (each imports the engine,
-            # about a second of CPU), and work begins while the others start
-            with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
-                for _ in range(workers - 1):
-                    pool.submit(_ready)
-                tasks = _parallel_tasks(root, batch_id, source_path, staging, settings, workers)
-                parts = _run_parallel(pool, tasks, progress)
+            parts = _stage_in_parallel(root, batch_id, source_path, staging, settings, workers, progress)
         report.workers = len(parts)
         report.lines_read = sum(p.lines_read for p in parts)
         # run_ids are de-duplicated against every other batch: two ingests must not do it at once, whichever
@@ -124,75 +131,122 @@ def _worker_count(root: StorageRoot, source_path: str, workers: int) -> int:
     return workers
 
 
-def _task(root, batch_id, source_path, staging, settings, index, start, end, first_line) -> StageTask:
-    return StageTask(root, source_path, batch_id, start, end, first_line, str(Path(staging, f"part{index:03d}")),
-                     settings)
+def _task(root, batch_id, source_path, staging, settings, index, chunks) -> StageTask:
+    return StageTask(root, source_path, batch_id, chunks, str(Path(staging, f"part{index:03d}")), settings)
 
 
-def _ready() -> None:
-    """Started in each worker at once, so that it imports the engine while this process counts lines."""
-    import pyarrow as pa
-
-    pa.array([0])  # pyarrow's first conversion imports pandas (about half a second)
-
-
-def _parallel_tasks(root, batch_id, source_path, staging, settings, workers) -> list[StageTask]:
-    with root.fs.open(source_path, "rb") as stream:
-        ranges = line_aligned_ranges(stream, root.fs.size(source_path), workers)
-        # a range's first line number is the newlines before it (counting is a fast scan, done here)
-        newlines = [count_newlines(stream, start, end) for start, end in ranges[:-1]]
-    first_lines = [1 + sum(newlines[:i]) for i in range(len(ranges))]
-    return [_task(root, batch_id, source_path, staging, settings, i, s, e, first)
-            for i, ((s, e), first) in enumerate(zip(ranges, first_lines))]
-
-
-def _run_parallel(pool, tasks: list[StageTask], progress) -> list[StagedPart]:
-    others = [pool.submit(stage_part, task) for task in tasks[1:]]
-    parts = [stage_part(tasks[0])]
-    for future in others:
-        if progress:
-            progress(sum(p.lines_read for p in parts))
-        parts.append(future.result())
+def _stage_in_parallel(root, batch_id, source_path, staging, settings, workers, progress) -> list[StagedPart]:
+    """Every process, this one included, claims chunks until none is left: a worker that starts late (each
+    imports the engine) or runs slow takes fewer, and all finish together."""
+    next_chunk = multiprocessing.get_context("spawn").Value("q", 0)
+    pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(next_chunk,))
+    try:
+        for _ in range(workers - 1):
+            pool.submit(int)  # starts the workers now: each imports the engine while this process counts lines
+        chunks = _chunks(root, source_path, workers)
+        tasks = [_task(root, batch_id, source_path, staging, settings, i, chunks) for i in range(workers)]
+        others = [pool.submit(_stage_claimed, task) for task in tasks[1:]]
+        parts = [stage_part(tasks[0], _claimer(next_chunk))]
+        for future in others:
+            if progress:
+                progress(sum(p.lines_read for p in parts))
+            parts.append(future.result())
+    finally:
+        pool.shutdown(wait=False)  # the workers are done: they exit while this process publishes
     if progress:
         progress(sum(p.lines_read for p in parts))
     return parts
 
 
-def stage_part(task: StageTask, progress: Callable[[int], None] | None = None) -> StagedPart:
-    """Validate one share of a batch into staged Parquet files (runs a worker process's whole job)."""
+_next_chunk = None  # in a worker process: the chunk counter its pool shares
+
+
+def _start_worker(next_chunk) -> None:
+    global _next_chunk
+    _next_chunk = next_chunk
+    import pyarrow as pa
+
+    pa.array([0])  # pyarrow's first conversion imports pandas (about half a second)
+
+
+def _stage_claimed(task: StageTask) -> StagedPart:
+    return stage_part(task, _claimer(_next_chunk))
+
+
+def _claimer(counter) -> Iterator[int]:
+    while True:
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
+        yield index
+
+
+def _chunks(root: StorageRoot, source_path: str, workers: int) -> tuple[Chunk, ...]:
+    size = root.fs.size(source_path)
+    with root.fs.open(source_path, "rb") as stream:
+        ranges = line_aligned_ranges(stream, size, max(workers * 16, size // CHUNK_BYTES))
+        # a chunk's first line number is the newlines before it (counting is a fast scan, done here)
+        newlines = [count_newlines(stream, start, end) for start, end in ranges[:-1]]
+    first_lines = itertools.accumulate(newlines, initial=1)
+    return tuple(Chunk(start, end, first) for (start, end), first in zip(ranges, first_lines))
+
+
+def stage_part(task: StageTask, claimed: Iterator[int], progress: Callable[[int], None] | None = None
+               ) -> StagedPart:
+    """Validate the chunks `claimed` yields (indexes into task.chunks, until one past the end) into staged Parquet
+    files: a worker process's whole job."""
     source_name = task.source_path.rsplit("/", 1)[-1]
     out = StagedPart(0, f"{task.out_prefix}-runs.parquet", f"{task.out_prefix}-calls.parquet",
                      f"{task.out_prefix}-quarantine.parquet")
     stager = RecordStager(out.runs, out.calls, out.quarantine, task.batch_id, source_name, task.settings)
     lines_read = 0
-    with task.root.fs.open(task.source_path, "rb") as stream:
-        try:
-            for line in _lines(stream, task):
-                lines_read += 1
-                outcome = validate_line(line, task.settings)
-                if isinstance(outcome, RunRecord):
-                    stager.add(line, outcome)
-                else:
-                    stager.reject(outcome)
-                if progress and lines_read % _PROGRESS_EVERY == 0:
-                    progress(lines_read)
-        except (pa.ArrowException, OSError) as err:  # a corrupt or truncated Parquet file: keep what was read
-            stager.reject(Rejection(
-                lines_read + 1, QuarantineKind.UNREADABLE_FILE, None,
-                f"the file cannot be read past row {lines_read}: {type(err).__name__}: {safe_text(str(err))}", "",
-                False))
-    stager.close()
+    with _no_cycle_collection():
+        for index in claimed:
+            if index >= len(task.chunks):
+                break
+            # a stream a chunk: the line reader's buffer closes the stream it wraps when it is done
+            with task.root.fs.open(task.source_path, "rb") as stream:
+                try:
+                    for line in _lines(stream, task, task.chunks[index]):
+                        lines_read += 1
+                        outcome = validate_line(line, task.settings)
+                        if isinstance(outcome, Rejection):
+                            stager.reject(outcome)
+                        else:
+                            stager.add(line, outcome)
+                        if progress and lines_read % _PROGRESS_EVERY == 0:
+                            progress(lines_read)
+                except (pa.ArrowException, OSError) as err:  # a corrupt or truncated Parquet file: keep what was read
+                    stager.reject(Rejection(
+                        lines_read + 1, QuarantineKind.UNREADABLE_FILE, None,
+                        f"the file cannot be read past row {lines_read}: {type(err).__name__}: {safe_text(str(err))}",
+                        "", False))
+        stager.close()
     if progress:
         progress(lines_read)
     return StagedPart(lines_read, out.runs, out.calls, out.quarantine)
 
 
-def _lines(stream, task: StageTask):
+@contextmanager
+def _no_cycle_collection():
+    """Staging allocates millions of short-lived objects that form no reference cycles; the cycle collector's
+    passes over them were about a sixth of its CPU time (bench/ingest_label.py --compare)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _lines(stream, task: StageTask, chunk: Chunk):
     if task.source_path.endswith(".parquet"):
         return iter_parquet(stream)
-    stream.seek(task.start)
-    budget = None if task.end is None else task.end - task.start
-    return iter_jsonl(stream, task.settings.max_record_bytes, task.first_line, budget)
+    stream.seek(chunk.start)
+    budget = None if chunk.end is None else chunk.end - chunk.start
+    return iter_jsonl(stream, task.settings.max_record_bytes, chunk.first_line, budget)
 
 
 def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:
@@ -226,8 +280,11 @@ def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, s
         kinds = con.execute("SELECT kind, field FROM read_parquet(?)", [outputs["quarantine"][0]]).fetchall()
         report.reasons = Counter(kind if kind != QuarantineKind.INVALID_FIELD.value else f"{kind}: {field}"
                                  for kind, field in kinds)
+    rows = {key: [pq.ParquetFile(path).metadata.num_rows for path in outputs[key]] for key in outputs}
     report.runs_written, report.subagent_calls_written, report.quarantined = (
-        sum(pq.ParquetFile(path).metadata.num_rows for path in outputs[key]) for key in ("runs", "calls", "quarantine"))
+        sum(rows[key]) for key in ("runs", "calls", "quarantine"))
+    for key in ("runs", "calls"):  # a process that claimed no chunk (or only bad lines) leaves an empty part
+        outputs[key] = [path for path, count in zip(outputs[key], rows[key]) if count] or outputs[key][:1]
     # runs last: a batch's runs appear only once its calls and quarantine are in place
     for table, key in (("subagent_calls", "calls"), ("quarantine", "quarantine"), ("runs", "runs")):
         root.replace_batch(table, batch_id, outputs[key])

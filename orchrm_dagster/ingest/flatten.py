@@ -1,4 +1,4 @@
-"""Turn valid records into rows of the `runs` and `subagent_calls` tables."""
+"""Turn valid records into the columns of the `runs` and `subagent_calls` tables, a chunk of records at a time."""
 
 from __future__ import annotations
 
@@ -62,28 +62,53 @@ def _token_columns(tokens) -> tuple:
             tokens.subagent_prompt, tokens.subagent_completion)
 
 
-def run_row(record: RunRecord, batch_id: str, source_file: str, line_number: int) -> tuple:
-    """One `runs` row, in the column order of the RUNS schema (a tuple: this runs once per record). Its values are
-    not checked against the columns' storable range here: `contract.storable` checks a chunk of rows at once."""
-    tokens = record.tokens
-    policy = record.policy
-    return (
-        batch_id, record.run_id, record.problem_id, record.benchmark, record.question,
-        policy.name, policy.kind, policy.step,
-        record.plan, _plan_hash(record.plan), record.reference_answer, record.sample_index, record.final_answer,
-        len(record.subagents) if record.subagents is not None else None,
-        *_token_columns(tokens),
-        record.plan_logprob, record.is_correct, record.error, record.created_at, record_meta(record),
-        source_file, line_number,
-    )
+def derived_values(record) -> tuple:
+    """What a record's rows hold beyond its own fields: (plan_hash, meta, the six token columns, each call's unknown
+    fields as JSON text or None when no call has any). Raises UnstorableValue for a value no table can store."""
+    calls = record.subagents or ()
+    extras = None
+    if any(call.model_extra for call in calls):
+        extras = [json_text(call.model_extra, f"subagents[{index}]") if call.model_extra else None
+                  for index, call in enumerate(calls)]
+    return (_plan_hash(record.plan), record_meta(record), *_token_columns(record.tokens), extras)
 
 
-def call_rows(record: RunRecord, batch_id: str, line_number: int) -> list[tuple]:
-    """`subagent_calls` rows, in the column order of the SUBAGENT_CALLS schema."""
+def run_columns(records: list, derived: list[tuple], batch_id: str, source_file: str, line_numbers: list[int]
+                ) -> list[list]:
+    """The `runs` columns of a chunk of records, in the RUNS schema's order (column-wise: this runs once per
+    record). Values are not checked against the columns' storable range here: `contract.storable` does that."""
+    n = len(records)
+    policies = [record.policy for record in records]
+    hashes, metas, *tokens, _ = zip(*derived) if derived else ((),) * 9
     return [
-        (batch_id, record.run_id, index, call.agent_id, call.agent_name, call.input, call.output,
-         call.prompt_tokens, call.completion_tokens, call.model,
-         json_text(call.model_extra, f"subagents[{index}]") if call.model_extra else None,
-         line_number)  # line_number tells apart the calls of two records that share a run_id
-        for index, call in enumerate(record.subagents or ())
+        [batch_id] * n, [r.run_id for r in records], [r.problem_id for r in records], [r.benchmark for r in records],
+        [r.question for r in records],
+        [p.name for p in policies], [p.kind for p in policies], [p.step for p in policies],
+        [r.plan for r in records], list(hashes), [r.reference_answer for r in records],
+        [r.sample_index for r in records], [r.final_answer for r in records],
+        [len(r.subagents) if r.subagents is not None else None for r in records],
+        *map(list, tokens),
+        [r.plan_logprob for r in records], [r.is_correct for r in records], [r.error for r in records],
+        [r.created_at for r in records], list(metas), [source_file] * n, line_numbers,
     ]
+
+
+def call_columns(records: list, derived: list[tuple], batch_id: str, line_numbers: list[int]
+                 ) -> tuple[list[list], list[int]]:
+    """The `subagent_calls` columns of a chunk of records, in the SUBAGENT_CALLS schema's order, and each call
+    row's record (its index in `records`)."""
+    owners, indexes, calls, extras = [], [], [], []
+    for row, (record, values) in enumerate(zip(records, derived)):
+        if record.subagents:
+            count = len(record.subagents)
+            owners.extend([row] * count)
+            indexes.extend(range(count))
+            calls.extend(record.subagents)
+            extras.extend(values[-1] or [None] * count)
+    return [
+        [batch_id] * len(calls), [records[row].run_id for row in owners], indexes,
+        [c.agent_id for c in calls], [c.agent_name for c in calls], [c.input for c in calls],
+        [c.output for c in calls], [c.prompt_tokens for c in calls], [c.completion_tokens for c in calls],
+        [c.model for c in calls], extras,
+        [line_numbers[row] for row in owners],  # line_number tells apart the calls of two records sharing a run_id
+    ], owners

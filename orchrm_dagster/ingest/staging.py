@@ -6,16 +6,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchrm_dagster.contract import QUARANTINE, RUNS, SUBAGENT_CALLS, RunRecord, UnstorableValue, storable_column
-from orchrm_dagster.ingest.flatten import RUN_COLUMN_FIELDS, call_rows, run_row
+from orchrm_dagster.contract import QUARANTINE, RUNS, SUBAGENT_CALLS, UnstorableValue, storable_column
+from orchrm_dagster.ingest.flatten import RUN_COLUMN_FIELDS, call_columns, derived_values, run_columns
 from orchrm_dagster.ingest.reader import SourceLine
 from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.validate import Rejection, unstorable
 from orchrm_dagster.storage import ParquetSink
-
-_RUN_ID = RUNS.names.index("run_id")
-_CALL_INDEX = SUBAGENT_CALLS.names.index("call_index")
-
 
 class RecordStager:
     def __init__(self, runs_path: str, calls_path: str, quarantine_path: str, batch_id: str, source_name: str,
@@ -28,41 +24,43 @@ class RecordStager:
 
     def _clear(self) -> None:
         self.lines: list[SourceLine] = []
-        self.run_rows: list[tuple] = []
-        self.call_rows: list[tuple] = []
-        self.call_owner: list[int] = []  # the chunk row of each call row's record
+        self.records: list = []
+        self.derived: list[tuple] = []
 
-    def add(self, line: SourceLine, record: RunRecord) -> None:
+    def add(self, line: SourceLine, record) -> None:
+        """Stage a valid record (a RunRecord, or the fast decoder's equal)."""
         try:
-            run = run_row(record, self.batch_id, self.source_name, line.line_number)
-            calls = call_rows(record, self.batch_id, line.line_number)
+            derived = derived_values(record)
         except UnstorableValue as err:
             self.reject(unstorable(line, err.field, err.reason, self.settings, record.run_id))
             return
-        self.call_owner.extend([len(self.run_rows)] * len(calls))
         self.lines.append(line)
-        self.run_rows.append(run)
-        self.call_rows.extend(calls)
-        if len(self.run_rows) >= self.settings.rows_per_group:
+        self.records.append(record)
+        self.derived.append(derived)
+        if len(self.records) >= self.settings.rows_per_group:
             self.flush()
 
     def reject(self, rejection: Rejection) -> None:
         self.quarantine.append_mapping(quarantine_row(rejection, self.batch_id, self.source_name))
 
     def flush(self) -> None:
-        if not self.run_rows:
+        if not self.records:
             return
-        runs, bad = _checked_table(self.run_rows, RUNS, lambda name, row: RUN_COLUMN_FIELDS.get(name, name))
-        calls, bad_calls = _checked_table(
-            self.call_rows, SUBAGENT_CALLS,
-            lambda name, row: f"subagents[{self.call_rows[row][_CALL_INDEX]}].{name}")
+        line_numbers = [line.line_number for line in self.lines]
+        runs, bad = _checked_table(
+            run_columns(self.records, self.derived, self.batch_id, self.source_name, line_numbers), RUNS,
+            lambda name, row: RUN_COLUMN_FIELDS.get(name, name))
+        call_values, call_owner = call_columns(self.records, self.derived, self.batch_id, line_numbers)
+        call_index = call_values[SUBAGENT_CALLS.names.index("call_index")]
+        calls, bad_calls = _checked_table(call_values, SUBAGENT_CALLS,
+                                          lambda name, row: f"subagents[{call_index[row]}].{name}")
         for call, problem in bad_calls.items():
-            bad.setdefault(self.call_owner[call], problem)
+            bad.setdefault(call_owner[call], problem)
         if bad:
-            runs = runs.filter(pa.array([row not in bad for row in range(len(self.run_rows))], pa.bool_()))
-            calls = calls.filter(pa.array([owner not in bad for owner in self.call_owner], pa.bool_()))
+            runs = runs.filter(pa.array([row not in bad for row in range(len(self.records))], pa.bool_()))
+            calls = calls.filter(pa.array([owner not in bad for owner in call_owner], pa.bool_()))
             for row, (field, reason) in sorted(bad.items()):
-                self.reject(unstorable(self.lines[row], field, reason, self.settings, self.run_rows[row][_RUN_ID]))
+                self.reject(unstorable(self.lines[row], field, reason, self.settings, self.records[row].run_id))
         self.runs.write_table(runs)
         self.calls.write_table(calls)
         self._clear()
@@ -74,11 +72,10 @@ class RecordStager:
         self.quarantine.close()
 
 
-def _checked_table(rows: list[tuple], schema: pa.Schema, field_of) -> tuple[pa.Table, dict[int, tuple[str, str]]]:
-    """The rows as a table of `schema`, and {row: (field, why)} for the rows holding a value it cannot store."""
-    columns = list(zip(*rows)) if rows else [()] * len(schema)
+def _checked_table(columns: list[list], schema: pa.Schema, field_of) -> tuple[pa.Table, dict[int, tuple[str, str]]]:
+    """The columns as a table of `schema`, and {row: (field, why)} for the rows holding a value it cannot store."""
     arrays, bad = [], {}
-    for values, column in zip(columns, schema):
+    for values, column in zip(columns, schema, strict=True):
         array, problems = storable_column(values, column.type)
         arrays.append(array)
         for row, reason in problems.items():

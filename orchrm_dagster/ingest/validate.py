@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import orjson
 from pydantic import ValidationError
 
-from orchrm_dagster.contract import QuarantineKind, RunRecord, UnstorableValue, is_utf8, json_text
+from orchrm_dagster.contract import (FastRunRecord, QuarantineKind, RunRecord, UnstorableValue, fast_record, is_utf8,
+                                     json_text)
 from orchrm_dagster.ingest.reader import SourceLine
 from orchrm_dagster.ingest.settings import IngestSettings
 
@@ -25,7 +26,8 @@ class Rejection:
     run_id: str | None = None
 
 
-def validate_line(line: SourceLine, limits: IngestSettings) -> RunRecord | Rejection:
+def validate_line(line: SourceLine, limits: IngestSettings) -> RunRecord | FastRunRecord | Rejection:
+    """The line's record (the fast decoder's when it takes the line, which holds the same values), or why not."""
     if line.oversize_bytes is not None:
         return _reject(
             line, QuarantineKind.OVERSIZE_RECORD, None,
@@ -38,7 +40,7 @@ def validate_line(line: SourceLine, limits: IngestSettings) -> RunRecord | Rejec
         # Parquet rows go through JSON too, so both formats obey exactly the same rules (JSON text would turn a
         # NaN into null: json_text refuses it instead)
         data = line.data if line.record is None else json_text(_decode_embedded_meta(line.record), "", default=str)
-        record = RunRecord.model_validate_json(data)
+        record = fast_record(data) or RunRecord.model_validate_json(data)
     except UnstorableValue as err:
         return unstorable(line, err.field, err.reason, limits)
     except ValidationError as err:

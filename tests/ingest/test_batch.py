@@ -124,8 +124,8 @@ def test_a_smaller_reingest_leaves_no_stale_parts(tmp_path, storage_root, good_r
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 1)
     path = write_lines(tmp_path / "shrink.jsonl", good_records)
     landed = storage_root.land(path)
-    ingest_batch(storage_root, landed.batch_id, landed.path, workers=2)
-    assert len(storage_root.batch_files("runs", landed.batch_id)) == 2
+    report = ingest_batch(storage_root, landed.batch_id, landed.path, workers=2)
+    assert report.workers == 2 and report.runs_written == len(good_records)
     landed = storage_root.land(write_lines(tmp_path / "shrink.jsonl", good_records[:3]))
     ingest_batch(storage_root, landed.batch_id, landed.path, workers=1)
     assert len(storage_root.batch_files("runs", landed.batch_id)) == 1

@@ -3,7 +3,7 @@ import pytest
 
 from orchrm_dagster.contract.record import RunRecord
 from orchrm_dagster.ingest.reader import SourceLine
-from orchrm_dagster.contract import QuarantineKind
+from orchrm_dagster.contract import FastRunRecord, QuarantineKind
 from orchrm_dagster.ingest import IngestSettings, Rejection, validate_line
 
 LIMITS = IngestSettings(max_record_bytes=10_000, max_field_chars=500, max_raw_chars=200)
@@ -15,12 +15,14 @@ def record(**changes):
     return {k: v for k, v in (base | changes).items() if v is not ...}
 
 
-def check(data: bytes) -> RunRecord | Rejection:
+def check(data: bytes) -> RunRecord | FastRunRecord | Rejection:
     return validate_line(SourceLine(7, data=data), LIMITS)
 
 
 def test_valid_minimal_record():
-    assert isinstance(check(orjson.dumps(record())), RunRecord)
+    outcome = check(orjson.dumps(record()))
+    assert not isinstance(outcome, Rejection)  # the fast decoder's record: the same fields as a RunRecord's
+    assert (outcome.run_id, outcome.policy.kind, outcome.subagents) == ("r1", "base", None)
 
 
 @pytest.mark.parametrize("changes, field, words", [
@@ -90,4 +92,4 @@ def test_unknown_fields_are_kept_not_rejected():
 
 def test_parquet_row_with_meta_as_json_text():
     outcome = validate_line(SourceLine(1, record=record(meta='{"seed": 3}')), LIMITS)
-    assert isinstance(outcome, RunRecord) and outcome.meta == {"seed": 3}
+    assert not isinstance(outcome, Rejection) and outcome.meta == {"seed": 3}
