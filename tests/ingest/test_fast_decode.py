@@ -113,7 +113,8 @@ def test_any_byte_changed(record, data):
         b'"created_at":"2026-11-01T12:00:00.000001+00:00"}', b'"created_at":null}', b'"reference_answer":null}',
         b'"policy":{"name":"","kind":"base"}}', b'"policy":{"name":"n","kind":"Base"}}', b'"x":1}',
     ]
-] + [b"[]", b"null", b"{}", b"", b"{", b'{"run_id":"r"} trailing', "\ufeff{}".encode()])
+] + [b"[]", b"null", b"{}", b"", b"{", b'{"run_id":"r"} trailing', "\ufeff{}".encode(),
+      b'{"meta":' + b"[" * 100_000 + b"]" * 100_000 + b"}", b'{"run_id":' + b"[" * 100_000 + b"]" * 100_000 + b"}"])
 def test_edge_lines(line):
     assert_agrees(line)
 
