@@ -152,14 +152,19 @@ def _stage_in_parallel(root, batch_id, source_path, staging, settings, workers, 
             if progress:
                 progress(sum(p.lines_read for p in parts))
             parts.append(future.result())
-    finally:
-        pool.shutdown(wait=False)  # the workers are done: they exit while this process publishes
+    except BaseException:
+        with next_chunk.get_lock():
+            next_chunk.value = _NO_MORE_CHUNKS  # the workers stop after the chunk in hand
+        pool.shutdown(wait=True, cancel_futures=True)  # and are gone before the staging folder is
+        raise
+    pool.shutdown(wait=False)  # the workers are done: they exit while this process publishes
     if progress:
         progress(sum(p.lines_read for p in parts))
     return parts
 
 
 _next_chunk = None  # in a worker process: the chunk counter its pool shares
+_NO_MORE_CHUNKS = 2**62
 
 
 def _start_worker(next_chunk) -> None:
@@ -184,7 +189,7 @@ def _claimer(counter) -> Iterator[int]:
 
 def _chunks(root: StorageRoot, source_path: str, workers: int) -> tuple[Chunk, ...]:
     size = root.fs.size(source_path)
-    with root.fs.open(source_path, "rb") as stream:
+    with ranged_stream(root, source_path) as stream:
         ranges = line_aligned_ranges(stream, size, max(workers * 16, size // CHUNK_BYTES))
         # a chunk's first line number is the newlines before it (counting is a fast scan, done here)
         newlines = [count_newlines(stream, start, end) for start, end in ranges[:-1]]
@@ -205,27 +210,47 @@ def stage_part(task: StageTask, claimed: Iterator[int], progress: Callable[[int]
         for index in claimed:
             if index >= len(task.chunks):
                 break
-            # a stream a chunk: the line reader's buffer closes the stream it wraps when it is done
-            with task.root.fs.open(task.source_path, "rb") as stream:
-                try:
-                    for line in _lines(stream, task, task.chunks[index]):
-                        lines_read += 1
-                        outcome = validate_line(line, task.settings)
-                        if isinstance(outcome, Rejection):
-                            stager.reject(outcome)
-                        else:
-                            stager.add(line, outcome)
-                        if progress and lines_read % _PROGRESS_EVERY == 0:
-                            progress(lines_read)
-                except (pa.ArrowException, OSError) as err:  # a corrupt or truncated Parquet file: keep what was read
-                    stager.reject(Rejection(
-                        lines_read + 1, QuarantineKind.UNREADABLE_FILE, None,
-                        f"the file cannot be read past row {lines_read}: {type(err).__name__}: {safe_text(str(err))}",
-                        "", False))
+            lines_read = _stage_chunk(stager, task, task.chunks[index], lines_read, progress)
         stager.close()
     if progress:
         progress(lines_read)
     return StagedPart(lines_read, out.runs, out.calls, out.quarantine)
+
+
+def _stage_chunk(stager: RecordStager, task: StageTask, chunk: Chunk, lines_read: int, progress) -> int:
+    last_line = chunk.first_line - 1
+    # a stream a chunk: the line reader's buffer closes the stream it wraps when it is done
+    with _open(task, chunk) as stream:
+        try:
+            for line in _lines(stream, task, chunk):
+                lines_read += 1
+                last_line = line.line_number
+                outcome = validate_line(line, task.settings)
+                if isinstance(outcome, Rejection):
+                    stager.reject(outcome)
+                else:
+                    stager.add(line, outcome)
+                if progress and lines_read % _PROGRESS_EVERY == 0:
+                    progress(lines_read)
+        except (pa.ArrowException, OSError) as err:  # a corrupt or truncated file: keep what was read
+            unit = "row" if task.source_path.endswith(".parquet") else "line"
+            stager.reject(Rejection(
+                last_line + 1, QuarantineKind.UNREADABLE_FILE, None,
+                f"the file cannot be read past {unit} {last_line}: {type(err).__name__}: {safe_text(str(err))}",
+                "", False))
+    return lines_read
+
+
+def _open(task: StageTask, chunk: Chunk):
+    if task.source_path.endswith(".parquet"):
+        return task.root.fs.open(task.source_path, "rb")
+    return ranged_stream(task.root, task.source_path)
+
+
+def ranged_stream(root: StorageRoot, path: str):
+    """`path` opened to read byte ranges: on S3, a read fetches what it asks for and no more (s3fs would otherwise
+    read 50 MiB ahead at every seek, once per chunk and once per chunk boundary); a local file ignores the options."""
+    return root.fs.open(path, "rb", block_size=1 << 20, cache_type="none")
 
 
 @contextmanager

@@ -65,12 +65,16 @@ def _token_columns(tokens) -> tuple:
 def derived_values(record) -> tuple:
     """What a record's rows hold beyond its own fields: (plan_hash, meta, the six token columns, each call's unknown
     fields as JSON text or None when no call has any). Raises UnstorableValue for a value no table can store."""
+    # in the order a record is read: the first value out of range is the one its quarantine row names
+    plan = _plan_hash(record.plan)
+    tokens = _token_columns(record.tokens)
+    meta = record_meta(record)
     calls = record.subagents or ()
     extras = None
     if any(call.model_extra for call in calls):
         extras = [json_text(call.model_extra, f"subagents[{index}]") if call.model_extra else None
                   for index, call in enumerate(calls)]
-    return (_plan_hash(record.plan), record_meta(record), *_token_columns(record.tokens), extras)
+    return (plan, meta, *tokens, extras)
 
 
 def run_columns(records: list, derived: list[tuple], batch_id: str, source_file: str, line_numbers: list[int]

@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import type_name
 
-_READ_BUFFER = 8 << 20
+_BLOCK = 8 << 20  # what one read asks for: whole lines are split a block at a time
+_BUFFER = 1 << 20  # the reader's own buffer: a block read past it goes straight to the stream, so a chunk's last
+# read fetches at most this much beyond the chunk (a remote stream fetches just what is asked: ranged_stream)
 _SKIP_CHUNK = 1 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
 _CONVERSION_ERRORS = (pa.ArrowException, OverflowError, ValueError, UnicodeError)
@@ -35,11 +37,11 @@ def iter_jsonl(stream, max_record_bytes: int, first_line: int = 1, byte_budget: 
     """Lines of a JSONL stream from its current position; with `byte_budget`, only the lines that start
     within that many bytes (a worker's share of a large file). Whole blocks are split at once; a line that no
     block holds whole (longer than a block, or the last, unterminated one) is read on its own."""
-    reader = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, _READ_BUFFER)
+    reader = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, _BUFFER)
     line_number = first_line - 1
     consumed = 0
     while byte_budget is None or consumed < byte_budget:
-        block = reader.read(_READ_BUFFER if byte_budget is None else min(_READ_BUFFER, byte_budget - consumed))
+        block = reader.read(_BLOCK if byte_budget is None else min(_BLOCK, byte_budget - consumed))
         if not block:
             return
         end = block.rfind(b"\n") + 1
@@ -97,7 +99,7 @@ def count_newlines(stream, start: int, end: int) -> int:
     stream.seek(start)
     count, remaining = 0, end - start
     while remaining > 0:
-        chunk = stream.read(min(_READ_BUFFER, remaining))
+        chunk = stream.read(min(_BLOCK, remaining))
         if not chunk:
             break
         count += chunk.count(b"\n")

@@ -1,3 +1,5 @@
+import json
+
 import duckdb
 import orjson
 import pyarrow as pa
@@ -139,3 +141,66 @@ def test_a_table_file_written_before_a_column_existed_shows_that_column_as_null(
     warehouse.refresh_views(("grpo_rounds",))
     rows = warehouse.query("select round, reward_mode, method, training_tokens from grpo_rounds").to_pylist()
     assert rows == [{"round": 1, "reward_mode": "orchrm", "method": None, "training_tokens": None}]
+
+
+def test_chunks_claimed_in_any_order_by_two_processes_keep_their_line_numbers(tmp_path, storage_root, good_records):
+    from orchrm_dagster.ingest import batch
+    from orchrm_dagster.ingest.settings import IngestSettings
+
+    lines = [orjson.dumps(r) for r in good_records]
+    lines[4:4] = [b"", b"{oops"]  # a blank line and a bad one: lines 5 and 6
+    path = write_lines(tmp_path / "chunks.jsonl", lines)
+    chunks = batch._chunks(storage_root, path, workers=2)
+    assert len(chunks) > 4 and chunks[0].first_line == 1
+    tasks = [batch.StageTask(storage_root, path, "b", chunks, str(tmp_path / f"part{i}"), IngestSettings())
+             for i in range(2)]
+    order = list(range(len(chunks)))[::-1]  # the later chunks first, shared out alternately
+    parts = [batch.stage_part(tasks[i], iter(order[i::2] + [len(chunks)])) for i in range(2)]
+    runs = pa.concat_tables([pq.read_table(p.runs) for p in parts])
+    quarantine = pa.concat_tables([pq.read_table(p.quarantine) for p in parts])
+    assert sorted(runs["line_number"].to_pylist()) == [n for n in range(1, 15) if n not in (5, 6)]
+    by_line = dict(zip(runs["line_number"].to_pylist(), runs["run_id"].to_pylist()))
+    assert [by_line[n] for n in sorted(by_line)] == [r["run_id"] for r in good_records]
+    assert quarantine["line_number"].to_pylist() == [6]
+    assert sum(p.lines_read for p in parts) == 13  # every line but the blank one, each read once
+
+
+def test_a_failure_while_staging_stops_the_workers_before_it_is_raised(tmp_path, storage_root, monkeypatch):
+    import multiprocessing
+    import tempfile
+    from pathlib import Path
+
+    import pytest
+
+    from orchrm_dagster.ingest import batch
+    from orchrm_dagster.synthetic import generate_runs
+
+    path = write_lines(tmp_path / "many.jsonl", [orjson.dumps(r) for r in generate_runs(3000, seed=5)])
+    monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1 << 16)  # many chunks, so the worker has some left to claim
+    real, seen = batch.validate_line, []
+
+    def fail_on_the_2000th(line, settings):  # in this process only: spawned workers import the real one
+        seen.append(line)
+        if len(seen) == 2000:
+            raise RuntimeError("a bug in staging")
+        return real(line, settings)
+
+    monkeypatch.setattr(batch, "validate_line", fail_on_the_2000th)
+    with pytest.raises(RuntimeError, match="a bug in staging"):
+        batch.ingest_batch(storage_root, "b", path, workers=2)
+    assert multiprocessing.active_children() == []  # none left staging into a folder that is gone
+    assert not list(Path(tempfile.gettempdir()).glob("orchrm-ingest-b-*")) and storage_root.batch_ids("runs") == []
+
+
+def test_a_record_with_two_unstorable_values_is_quarantined_under_the_first_in_reading_order(
+        tmp_path, storage_root, good_records):
+    big = 2**63 - 1
+    record = {**good_records[0], "tokens": {"orchestrator_prompt": big, "orchestrator_completion": 1},
+              "meta": {"a": 2**70}, "subagents": [{"agent_id": "1", "x": 2**70}]}
+    path = write_lines(tmp_path / "two.jsonl", [orjson.dumps(good_records[1]), json.dumps(record).encode()])
+    report = ingest_batch(storage_root, "two", path)
+    assert (report.runs_written, report.quarantined) == (1, 1)
+    assert report.reasons == {"unstorable_value": 1}
+    (field,) = [r["field"] for p in storage_root.batch_files("quarantine", "two") for r in pq.read_table(p).to_pylist()]
+    assert field == "tokens.orchestrator_prompt"  # before meta.a and subagents[0].x

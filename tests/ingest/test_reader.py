@@ -46,7 +46,7 @@ line_texts = st.one_of(st.binary(max_size=30), st.sampled_from([b"", b" ", b"\r"
        st.integers(1, 64), st.none() | st.integers(0, 400))
 def test_lines_match_their_definition_whatever_the_block_size(texts, final_newline, max_record_bytes, block, budget):
     data = b"\n".join(texts) + (b"\n" if final_newline and texts else b"")
-    with patch.object(reader, "_READ_BUFFER", block):
+    with patch.object(reader, "_BLOCK", block), patch.object(reader, "_BUFFER", max(1, block // 2)):
         lines = list(iter_jsonl(io.BytesIO(data), max_record_bytes, byte_budget=budget))
     assert [(line.line_number, line.data, line.oversize_bytes) for line in lines] == _expected(
         data, max_record_bytes, budget)
