@@ -189,7 +189,7 @@ def _claimer(counter) -> Iterator[int]:
 
 def _chunks(root: StorageRoot, source_path: str, workers: int) -> tuple[Chunk, ...]:
     size = root.fs.size(source_path)
-    with ranged_stream(root, source_path) as stream:
+    with _ranged_stream(root, source_path) as stream:
         ranges = line_aligned_ranges(stream, size, max(workers * 16, size // CHUNK_BYTES))
         # a chunk's first line number is the newlines before it (counting is a fast scan, done here)
         newlines = [count_newlines(stream, start, end) for start, end in ranges[:-1]]
@@ -220,7 +220,7 @@ def stage_part(task: StageTask, claimed: Iterator[int], progress: Callable[[int]
 def _stage_chunk(stager: RecordStager, task: StageTask, chunk: Chunk, lines_read: int, progress) -> int:
     last_line = chunk.first_line - 1
     # a stream a chunk: the line reader's buffer closes the stream it wraps when it is done
-    with _open(task, chunk) as stream:
+    with _open(task) as stream:
         try:
             for line in _lines(stream, task, chunk):
                 lines_read += 1
@@ -241,13 +241,13 @@ def _stage_chunk(stager: RecordStager, task: StageTask, chunk: Chunk, lines_read
     return lines_read
 
 
-def _open(task: StageTask, chunk: Chunk):
+def _open(task: StageTask):
     if task.source_path.endswith(".parquet"):
         return task.root.fs.open(task.source_path, "rb")
-    return ranged_stream(task.root, task.source_path)
+    return _ranged_stream(task.root, task.source_path)
 
 
-def ranged_stream(root: StorageRoot, path: str):
+def _ranged_stream(root: StorageRoot, path: str):
     """`path` opened to read byte ranges: on S3, a read fetches what it asks for and no more (s3fs would otherwise
     read 50 MiB ahead at every seek, once per chunk and once per chunk boundary); a local file ignores the options."""
     return root.fs.open(path, "rb", block_size=1 << 20, cache_type="none")

@@ -14,7 +14,7 @@ from orchrm_dagster.contract import type_name
 
 _BLOCK = 8 << 20  # what one read asks for: whole lines are split a block at a time
 _BUFFER = 1 << 20  # the reader's own buffer: a block read past it goes straight to the stream, so a chunk's last
-# read fetches at most this much beyond the chunk (a remote stream fetches just what is asked: ranged_stream)
+# read fetches at most this much beyond the chunk (a remote stream fetches just what is asked: batch._ranged_stream)
 _SKIP_CHUNK = 1 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
 _CONVERSION_ERRORS = (pa.ArrowException, OverflowError, ValueError, UnicodeError)
