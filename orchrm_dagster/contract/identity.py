@@ -11,10 +11,10 @@ _NEWLINE_AS_SPACE = bytes.maketrans(b"\n", b" ")
 
 def plan_hash(plan: str) -> str:
     """Identity of a plan up to whitespace: the pair rules compare plans by this."""
-    return hashlib.blake2b(normalized_plan(plan), digest_size=16).digest().hex()
+    return hashlib.blake2b(_normalized_plan(plan), digest_size=16).digest().hex()
 
 
-def normalized_plan(plan: str) -> bytes:
+def _normalized_plan(plan: str) -> bytes:
     """`plan` with every run of whitespace made one space and none at either end, as UTF-8."""
     encoded = plan.encode()
     if len(encoded) == len(plan):  # ASCII: the common plan, normalised without splitting it into words

@@ -126,7 +126,7 @@ def ingest_batch(
 
 
 def _worker_count(root: StorageRoot, source_path: str, workers: int) -> int:
-    if source_path.endswith(".parquet") or root.fs.size(source_path) < PARALLEL_MIN_BYTES:
+    if _is_parquet(source_path) or root.fs.size(source_path) < PARALLEL_MIN_BYTES:
         return 1
     return workers
 
@@ -233,7 +233,7 @@ def _stage_chunk(stager: RecordStager, task: StageTask, chunk: Chunk, lines_read
                 if progress and lines_read % _PROGRESS_EVERY == 0:
                     progress(lines_read)
         except (pa.ArrowException, OSError) as err:  # a corrupt or truncated file: keep what was read
-            unit = "row" if task.source_path.endswith(".parquet") else "line"
+            unit = "row" if _is_parquet(task.source_path) else "line"
             stager.reject(Rejection(
                 last_line + 1, QuarantineKind.UNREADABLE_FILE, None,
                 f"the file cannot be read past {unit} {last_line}: {type(err).__name__}: {safe_text(str(err))}",
@@ -241,8 +241,12 @@ def _stage_chunk(stager: RecordStager, task: StageTask, chunk: Chunk, lines_read
     return lines_read
 
 
+def _is_parquet(path: str) -> bool:
+    return path.endswith(".parquet")
+
+
 def _open(task: StageTask):
-    if task.source_path.endswith(".parquet"):
+    if _is_parquet(task.source_path):
         return task.root.fs.open(task.source_path, "rb")
     return _ranged_stream(task.root, task.source_path)
 
@@ -267,7 +271,7 @@ def _no_cycle_collection():
 
 
 def _lines(stream, task: StageTask, chunk: Chunk):
-    if task.source_path.endswith(".parquet"):
+    if _is_parquet(task.source_path):
         return iter_parquet(stream)
     stream.seek(chunk.start)
     budget = None if chunk.end is None else chunk.end - chunk.start

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchrm_dagster.contract import INT64_MAX, RunRecord, UnstorableValue, check_json, json_text, plan_hash
 
@@ -62,9 +62,20 @@ def _token_columns(tokens) -> tuple:
             tokens.subagent_prompt, tokens.subagent_completion)
 
 
-def derived_values(record) -> tuple:
-    """What a record's rows hold beyond its own fields: (plan_hash, meta, the six token columns, each call's unknown
-    fields as JSON text or None when no call has any). Raises UnstorableValue for a value no table can store."""
+class Derived(NamedTuple):
+    """What a record's rows hold beyond its own fields."""
+
+    plan_hash: str
+    meta: str | None  # the record's meta and unknown fields, as JSON text
+    tokens: tuple  # the six token columns, in the RUNS schema's order
+    call_extras: list[str | None] | None  # each call's unknown fields as JSON text; None when no call has any
+
+
+_TOKEN_COLUMNS = len(_token_columns(None))
+
+
+def derived_values(record) -> Derived:
+    """Raises UnstorableValue for a value no table can store."""
     # in the order a record is read: the first value out of range is the one its quarantine row names
     plan = _plan_hash(record.plan)
     tokens = _token_columns(record.tokens)
@@ -74,41 +85,40 @@ def derived_values(record) -> tuple:
     if any(call.model_extra for call in calls):
         extras = [json_text(call.model_extra, f"subagents[{index}]") if call.model_extra else None
                   for index, call in enumerate(calls)]
-    return (plan, meta, *tokens, extras)
+    return Derived(plan, meta, tokens, extras)
 
 
-def run_columns(records: list, derived: list[tuple], batch_id: str, source_file: str, line_numbers: list[int]
+def run_columns(records: list, derived: list[Derived], batch_id: str, source_file: str, line_numbers: list[int]
                 ) -> list[list]:
     """The `runs` columns of a chunk of records, in the RUNS schema's order (column-wise: this runs once per
     record). Values are not checked against the columns' storable range here: `contract.storable` does that."""
     n = len(records)
     policies = [record.policy for record in records]
-    hashes, metas, *tokens, _ = zip(*derived) if derived else ((),) * 9
     return [
         [batch_id] * n, [r.run_id for r in records], [r.problem_id for r in records], [r.benchmark for r in records],
         [r.question for r in records],
         [p.name for p in policies], [p.kind for p in policies], [p.step for p in policies],
-        [r.plan for r in records], list(hashes), [r.reference_answer for r in records],
+        [r.plan for r in records], [d.plan_hash for d in derived], [r.reference_answer for r in records],
         [r.sample_index for r in records], [r.final_answer for r in records],
         [len(r.subagents) if r.subagents is not None else None for r in records],
-        *map(list, tokens),
+        *([d.tokens[i] for d in derived] for i in range(_TOKEN_COLUMNS)),
         [r.plan_logprob for r in records], [r.is_correct for r in records], [r.error for r in records],
-        [r.created_at for r in records], list(metas), [source_file] * n, line_numbers,
+        [r.created_at for r in records], [d.meta for d in derived], [source_file] * n, line_numbers,
     ]
 
 
-def call_columns(records: list, derived: list[tuple], batch_id: str, line_numbers: list[int]
+def call_columns(records: list, derived: list[Derived], batch_id: str, line_numbers: list[int]
                  ) -> tuple[list[list], list[int]]:
     """The `subagent_calls` columns of a chunk of records, in the SUBAGENT_CALLS schema's order, and each call
     row's record (its index in `records`)."""
     owners, indexes, calls, extras = [], [], [], []
-    for row, (record, values) in enumerate(zip(records, derived)):
+    for row, (record, extra) in enumerate(zip(records, derived)):
         if record.subagents:
             count = len(record.subagents)
             owners.extend([row] * count)
             indexes.extend(range(count))
             calls.extend(record.subagents)
-            extras.extend(values[-1] or [None] * count)
+            extras.extend(extra.call_extras or [None] * count)
     return [
         [batch_id] * len(calls), [records[row].run_id for row in owners], indexes,
         [c.agent_id for c in calls], [c.agent_name for c in calls], [c.input for c in calls],

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import QUARANTINE, RUNS, SUBAGENT_CALLS, UnstorableValue, storable_column
-from orchrm_dagster.ingest.flatten import RUN_COLUMN_FIELDS, call_columns, derived_values, run_columns
+from orchrm_dagster.ingest.flatten import RUN_COLUMN_FIELDS, Derived, call_columns, derived_values, run_columns
 from orchrm_dagster.ingest.reader import SourceLine
 from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.validate import Rejection, unstorable
@@ -25,7 +25,7 @@ class RecordStager:
     def _clear(self) -> None:
         self.lines: list[SourceLine] = []
         self.records: list = []
-        self.derived: list[tuple] = []
+        self.derived: list[Derived] = []
 
     def add(self, line: SourceLine, record) -> None:
         """Stage a valid record (a RunRecord, or the fast decoder's equal)."""
