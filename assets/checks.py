@@ -1,4 +1,3 @@
-import json
 import warnings
 
 import dagster as dg
@@ -35,18 +34,20 @@ def every_referenced_run_labeled(context: dg.AssetCheckExecutionContext, storage
 
 
 @dg.asset_check(asset="runs", name="batch_ingested", partitions_def=run_batches,
-                description="The landed file of this batch is ingested and labeled as it is now. The loop's sensor "
-                            "reports it failed, with the cause, when the batch's ingest failed, and passed once it "
-                            "is re-ingested; a failed batch holds nothing else.")
+                description="The landed files of this batch are ingested and labeled as they are now. The loop's "
+                            "sensor reports it failed, with the cause, when the batch's ingest failed or one of its "
+                            "files could not be read (each such file named, with why), and passed once it is "
+                            "re-ingested; a failed batch or file holds nothing else.")
 def batch_ingested(context: dg.AssetCheckExecutionContext, storage: StorageResource):
+    from orchrm_dagster.glue.commands import batch_check_metadata
     from orchrm_dagster.glue.loop import loop_state
     from orchrm_dagster.loop import batch_states
 
     states = [s for s in batch_states(loop_state(context.instance, storage.storage_root()))
               if s.batch_id == context.partition_key]
-    state = states[0] if states else None
-    return dg.AssetCheckResult(passed=state is not None and state.state == "ingested", metadata={
-        "state": state.state if state else "not in the landing zone", "cause": state.cause if state else ""})
+    if not states:
+        return dg.AssetCheckResult(passed=False, metadata={"state": "not in the landing zone", "cause": ""})
+    return dg.AssetCheckResult(passed=states[0].state == "ingested", metadata=batch_check_metadata(states[0]))
 
 
 @dg.asset_check(asset="quarantine", partitions_def=run_batches,
@@ -64,8 +65,8 @@ def quarantine_rate(context: dg.AssetCheckExecutionContext, config: QuarantineCh
     )
 
 
-@dg.asset_check(asset="pairs", description="No pair repeats a plan pair or a pair_id, and no pair sets a plan "
-                                          "against itself.")
+@dg.asset_check(asset="pairs", description="No pair repeats a plan pair (within an environment) or a pair_id, and "
+                                          "no pair sets a plan against itself.")
 def pairs_unique(storage: StorageResource) -> dg.AssetCheckResult:
     row = storage.warehouse().query(sql.load("check_pairs_duplicates")).to_pylist()[0]
     return dg.AssetCheckResult(passed=not any(row.values()), metadata=row)
@@ -89,20 +90,22 @@ def pairs_mix_ratio(config: PairChecksConfig, storage: StorageResource) -> dg.As
                                          "note": result.note})
 
 
-@dg.asset_check(asset="reward_model", description="Each domain's champion ranks the domain's validation pairs better "
-                                                  "than chance.")
+@dg.asset_check(asset="reward_model", blocking=True,
+                description="Some domain has a champion, and each champion's validation accuracy on its domain beat "
+                            "chance significantly (at least min_validation_pairs pairs, one-sided binomial test at "
+                            "champion_level). Blocking: when it fails, nothing after reward_model in the run goes on.")
 def champion_beats_chance(storage: StorageResource) -> dg.AssetCheckResult:
-    rows = storage.warehouse().query(sql.load("champion_checkpoint")).to_pylist()
-    if not rows:
-        return dg.AssetCheckResult(passed=False, metadata={"note": "no champion yet"})
-    # a domain without validation pairs of its own: the champion's accuracy on every validation pair
-    accuracy = {domain: json.loads(r["val_accuracy_by_domain"] or "{}").get(domain, r["val_accuracy"])
-                for r in rows for domain in r["champion_of"]}
-    champion = {domain: r["version"] for r in rows for domain in r["champion_of"]}
+    from orchrm_dagster.rm import champion_standings
+
+    standings = champion_standings(storage.storage_root())
+    champions = [s for s in standings if s.champion is not None]
     return dg.AssetCheckResult(
-        passed=all((value or 0.0) > 0.5 for value in accuracy.values()),
-        metadata={"champions": dg.MetadataValue.md(markdown_table(
-            ["domain", "champion", "val accuracy"], [(d, champion[d], accuracy[d]) for d in sorted(accuracy)]))})
+        passed=bool(champions) and all(s.beats_chance for s in champions),
+        metadata={"champions": len(champions),
+                  "domains": dg.MetadataValue.md(markdown_table(
+                      ["domain", "champion", "val accuracy", "validation pairs", "p (vs chance)", "why not"],
+                      [(s.domain, s.champion, s.accuracy, s.pairs or None, s.p_value, s.falls_short or s.no_champion)
+                       for s in standings]))})
 
 
 @dg.asset_check(asset="evaluation", description="No problem of the latest evaluation appears in a pair (train or "

@@ -53,6 +53,8 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
         "judge_calls": outcome.judge_calls,
         "judge_cached": outcome.judge_cached,
         "judge_unparsed": outcome.judge_unparsed,
+        # what was left out and why (a baseline without its model, a benchmark whose domain has no champion)
+        "notes": dg.MetadataValue.md("\n".join(f"- {note}" for note in outcome.notes) or "none"),
         "seconds": round(outcome.seconds, 2),
         "seconds_by_method": dg.MetadataValue.json(
             {name: round(seconds, 2) for name, seconds in sorted(outcome.method_seconds.items(),

@@ -1,11 +1,12 @@
 import dagster as dg
 
+from orchrm_dagster.environments import is_simulated
 from orchrm_dagster.glue.run_configs import GRPORoundConfig
 from orchrm_dagster.glue.partitions import GPU_POOL, grpo_rounds
 from orchrm_dagster.glue.deployment import GPU_STEP
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.glue.training_logs import training_logs_metadata
-from orchrm_dagster.grpo import read_table, rounds_png, run_round
+from orchrm_dagster.grpo import read_table, rounds_png, rounds_table, run_round
 from orchrm_dagster.reporting import markdown_image, markdown_table
 
 TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
@@ -18,8 +19,9 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
     """One round of training the orchestrator policy with the config's `method`: GRPO (TRL's GRPOTrainer) rewarded
     by the config's `rewards` (by default the champion reward model's score of each sampled plan), DPO on the
     champion's pairs, or RFT on the policy's own correct plans: a new policy checkpoint (a policy of kind
-    `checkpoint` from then on) and a `grpo_rounds` row with the method, reward, KL, every token it spent and the
-    held-out reward before and after."""
+    `checkpoint` from then on) and a `grpo_rounds` row with the method, reward, KL, every token it spent, and the
+    policy gate's verdict on measured held-out accuracy (executed in the config's environment) and held-out reward,
+    before and after, with their intervals."""
     root = storage.storage_root()
     settings = config.to_engine()
     outcome = run_round(root, int(context.partition_key), settings, policy_registry.all_policies(root), llm.spec(),
@@ -27,23 +29,38 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
     storage.warehouse().refresh_views(("policy_checkpoints", "grpo_rounds"))
     rows = read_table(root, "grpo_rounds")
     row = outcome.row
+    headers, table = rounds_table(rows)
     return dg.MaterializeResult(metadata={
         "policy": outcome.policy,
         "checkpoint": outcome.path,
         **training_logs_metadata([settings.training_logs(outcome.path)] if outcome.path else []),
         **{key: row[key] for key in ("method", "rm_version", "steps", *TOKEN_COLUMNS)},
         **{key: round(row[key], 4) if row[key] is not None else None
-           for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy")},
+           for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy_before",
+                       "heldout_accuracy")},
+        "environment": row["environment"] + (" (SIMULATED: correctness drawn from a truth function)"
+                                             if is_simulated(row["environment"]) else ""),
+        "verdict": row["verdict"],
+        "gate": row["gate"],
+        "reward_hacking": row["reward_hacking"],
         "promoted": row["promoted"],
         "reason": row["reason"],
         "seconds": round(row["seconds"], 1),
-        "rounds": dg.MetadataValue.md(markdown_table(
-            ["round", "method", "rewards", "rm", "reward", "KL", "held-out before", "held-out after",
-             "held-out accuracy", "generation tokens", "reward tokens", "rollout tokens", "training tokens",
-             "total tokens", "promoted"],
-            [(r["round"], r["method"], r["reward_mode"], r["rm_version"], r["mean_reward"], r["kl"],
-              r["heldout_reward_before"], r["heldout_reward_after"], r["heldout_accuracy"],
-              *(r[key] for key in TOKEN_COLUMNS), sum(r[key] or 0 for key in TOKEN_COLUMNS), r["promoted"])
-             for r in rows])),
-        "over_rounds": dg.MetadataValue.md(markdown_image(rounds_png(rows), "reward, KL and held-out reward")),
+        "rounds": dg.MetadataValue.md(markdown_table(headers, table)),
+        "over_rounds": dg.MetadataValue.md(markdown_image(rounds_png(rows),
+                                                          "reward, KL, held-out reward and accuracy over rounds")),
     })
+
+
+@dg.asset_check(asset="grpo_round", description="The latest round was not flagged as suspected reward hacking: its "
+                                                "held-out reward rose past the threshold while its measured held-out "
+                                                "accuracy did not rise (such a checkpoint is never promoted).")
+def no_reward_hacking(storage: StorageResource) -> dg.AssetCheckResult:
+    rows = read_table(storage.storage_root(), "grpo_rounds")
+    flagged = [r for r in rows if r["reward_hacking"]]
+    latest = rows[-1] if rows else None
+    return dg.AssetCheckResult(passed=not (latest and latest["reward_hacking"]), metadata={
+        "latest_round": latest["round"] if latest else None,
+        "flagged_rounds": dg.MetadataValue.md(markdown_table(
+            ["round", "environment", "reason"], [(r["round"], r["environment"], r["reason"]) for r in flagged])
+            if flagged else "none")})

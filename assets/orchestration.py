@@ -40,10 +40,12 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
           kinds={"python"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConfig, storage: StorageResource,
                         llm: LLMBackendResource):
-    """Executes each sampled plan with sub-agents and lands the runs as a contract batch in the landing zone."""
+    """Executes each sampled plan in the configured environment (sub-agents by default, or a simulated truth) and
+    lands the runs as a contract batch in the landing zone."""
     backend = llm.build()
+    settings = config.to_engine()
     report, landed = execute_and_land(
-        storage.storage_root(), _cell(context), backend, config.to_engine(),
+        storage.storage_root(), _cell(context), backend, settings,
         on_run=lambda r: context.log.debug(f"executed {r['run_id']}: {r['error'] or 'ok'}"))
     minutes = report.seconds / 60
     return dg.MaterializeResult(metadata={
@@ -55,7 +57,9 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
         "malformed_plans": report.malformed_plans,
         "runs_per_minute": round(report.executed / minutes, 2) if minutes else 0.0,
         "mean_subagent_batch": report.mean_batch_size or 1.0,
-        "subagent_model": backend.model_id,
+        "environment": report.environment + (" (SIMULATED: correctness drawn from a truth function, sub-agent tokens "
+                                             "from measured costs)" if settings.simulated else ""),
+        "subagent_model": "simulated" if settings.simulated else backend.model_id,
         "corpus": config.corpus or "none",
         "corpus_documents": report.corpus_documents,
         "corpus_rejected_lines": dg.MetadataValue.md("\n".join(f"- {line}" for line in report.corpus_rejected)

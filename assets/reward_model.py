@@ -5,37 +5,62 @@ from orchrm_dagster.glue.partitions import GPU_POOL, WAREHOUSE_POOL
 from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
 from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.glue.training_logs import training_logs_metadata
-from orchrm_dagster.pairs import build_pairs_table
+from orchrm_dagster.pairs import PairContext, PairRules, build_pairs_table
 from orchrm_dagster.reporting import markdown_table
+from orchrm_dagster.storage import StorageRoot
 
 
 @dg.asset(deps=["runs", "labels"], group_name="reward_model", kinds={"duckdb", "parquet", "polars"},
           pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
 def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: StorageResource):
-    """Deduplicated win-lose plan pairs (specialized-over-base, correct-over-incorrect), split by problem."""
-    outcome = build_pairs_table(storage.storage_root(), storage.warehouse(), config.to_engine())
+    """Deduplicated win-lose plan pairs (specialized-over-base, correct-over-incorrect), split by problem, each
+    pair's two runs from one environment. Only `specialized` policies and checkpoints this root promoted on measured
+    held-out accuracy win specialized-over-base pairs; imported pairs take the id of the problem their question
+    matches, and those on a held-out problem are left out."""
+    root, rules = storage.storage_root(), config.to_engine()
+    outcome = build_pairs_table(root, storage.warehouse(), rules, pair_context(root, rules))
     storage.warehouse().refresh_views(("pairs", "imported_pairs"))
     for line in outcome.import_rejections[:20]:
         context.log.warning(f"imported pair skipped: {line}")
+    for line in outcome.held_out_examples:
+        context.log.warning(f"imported pair left out, its problem is held out: {line}")
     stats = outcome.stats
     rows = [(source, splits.get("train", 0), splits.get("validation", 0)) for source, splits in stats.pairs.items()]
     return dg.MaterializeResult(metadata={
         "dagster/row_count": stats.total,
         "by_source": dg.MetadataValue.md(markdown_table(["source", "train", "validation"], rows)),
+        "policies": dg.MetadataValue.md(markdown_table(
+            ["policy", "kind", "runs", "specialized-over-base side"],
+            [(p.name, p.kind, p.runs, p.side) for p in stats.policies])),
         "candidates_before_caps": dg.MetadataValue.json(stats.candidates),
         "conflicts_dropped": stats.conflicts,
         "identical_plans_skipped": stats.identical_plans_skipped,
         "problems_with_pairs": stats.problems_with_pairs,
         "imported_pairs": outcome.imported,
+        "imported_matched_to_problems": outcome.imported_matched,
+        "imported_left_out_held_out": outcome.imported_held_out,
         "seconds": round(stats.seconds, 3),
     })
+
+
+def pair_context(root: StorageRoot, rules: PairRules) -> PairContext:
+    """What the pairs build is told: the checkpoints verified on measured accuracy (from the rounds), and, when
+    pairs are imported, the shipped benchmarks' problems and the problems held out."""
+    from orchrm_dagster.grpo import held_out_problems, read_table, verified_checkpoints
+    from orchrm_dagster.problems import SHIPPED_BENCHMARKS, load_shipped
+
+    verified = verified_checkpoints(read_table(root, "grpo_rounds"))
+    if not rules.import_files:
+        return PairContext(verified_checkpoints=verified)
+    shipped = tuple((p["problem_id"], p["question"]) for name in SHIPPED_BENCHMARKS for p in load_shipped(name))
+    return PairContext(verified, shipped, held_out_problems(root))
 
 
 @dg.asset(deps=["pairs"], group_name="reward_model", kinds={"pytorch", "python"}, pool=GPU_POOL, op_tags=GPU_STEP)
 def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, storage: StorageResource):
     """Bradley-Terry reward models trained on the pairs: new checkpoint versions (one shared model, or one per
-    domain), each champion of the domains (math, qa, choice) where it does as well as that domain's champion on the
-    domain's validation pairs."""
+    domain), each champion of the domains (math, qa, choice) where its validation accuracy beats chance (at least
+    min_validation_pairs pairs, a one-sided binomial test) and is as good as that domain's champion's."""
     from orchrm_dagster.rm import checkpoint_table, train_on_current_pairs
 
     root = storage.storage_root()
@@ -53,9 +78,10 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
         "champion_of": {str(o.version): list(o.champion_of) for o in outcomes},
         **training_logs_metadata([config.to_engine().training_logs(o.path) for o in outcomes]),
         "champions": dg.MetadataValue.md(markdown_table(
-            ["domain", "champion", "trained", "its accuracy", "previous champion", "its accuracy", "pairs judged on"],
-            [(d, champion_now.get(d), o.version, v.accuracy, v.champion, v.champion_accuracy, v.pairs)
-             for o in outcomes for d, v in o.verdicts.items()])),
+            ["domain", "champion", "trained", "its accuracy", "pairs judged on", "p (vs chance)", "previous champion",
+             "its accuracy", "why not crowned"],
+            [(d, champion_now.get(d), o.version, v.accuracy, v.pairs, v.p_value, v.champion, v.champion_accuracy,
+              v.refusal) for o in outcomes for d, v in o.verdicts.items()])),
         "trained": dg.MetadataValue.md(markdown_table(
             ["version", "stands for", "train pairs", "validation pairs", "val acc", "ece", "length spearman",
              "pairs/s", "checkpoint"],
@@ -85,6 +111,8 @@ def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage:
         "champions": report.champions,
         "runs_by_domain": report.runs_by_domain,
         "runs_without_champion": report.runs_without_champion,
+        "refused": dg.MetadataValue.md(markdown_table(["domain", "why its runs are not scored"],
+                                                      sorted(report.refused.items())) if report.refused else "none"),
         "runs_scored": report.runs_scored,
         "batches_scored": report.batches_scored,
         "batches_already_current": report.batches_current,

@@ -6,17 +6,17 @@ import json
 import dagster as dg
 
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
-from orchrm_dagster.glue.commands import orchestration_partition_requests
+from orchrm_dagster.glue.commands import batch_check_metadata, orchestration_partition_requests
 from orchrm_dagster.glue.instance import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
-from orchrm_dagster.glue.loop import describe, loop_state, partition_requests, step_run
+from orchrm_dagster.glue.loop import describe, loop_state, partition_requests, prepare_steps, step_run
 from orchrm_dagster.glue.resources import LoopResource, PolicyRegistry, StorageResource
-from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, batch_states, decide
+from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, decide, unclean_batch_states
 
 BATCH_INGESTED_CHECK = "batch_ingested"
 
 
-def _requests(decision: Decision, kinds, cursor: str | None = None, asset_events=()) -> dg.SensorResult:
-    steps = [step for step in decision.steps if step.kind in kinds]
+def _requests(decision: Decision, kinds, root, cursor: str | None = None, asset_events=()) -> dg.SensorResult:
+    steps = prepare_steps(root, [step for step in decision.steps if step.kind in kinds])  # new batches recorded
     runs = [step_run(step) for step in steps]
     return dg.SensorResult(
         run_requests=[run.run_request(step.run_key) for step, run in zip(steps, runs)],
@@ -32,17 +32,20 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
 
     @dg.sensor(jobs=LOOP_JOBS, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.RUNNING)
     def loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
-        """The learning part of the loop, on from the start: each file that lands in <storage>/landing/ is ingested
-        and labeled; the pairs are rebuilt when the ingested batches changed; the reward model retrains once
-        `retrain_min_new_pairs` new pairs arrived (the champion gate decides); the champion scores every run. A batch
-        whose ingest failed holds nothing and shows as a failed `batch_ingested` check until it is re-ingested."""
+        """The learning part of the loop, on from the start: the files that land in <storage>/landing/ are cut into
+        run batches (the `loop` resource's `batching`: what lands together, up to a count and a size, at a bounded
+        rate) and each batch is ingested and labeled in one run; the pairs are rebuilt when the ingested batches
+        changed; the reward model retrains once `retrain_min_new_pairs` new pairs arrived (the champion gate
+        decides); the champion scores every run. A batch whose ingest failed, or a file of it that could not be
+        read, holds nothing and shows as a failed `batch_ingested` check until it is re-ingested."""
         ensure_pool_limits(context.instance)  # before the runs it requests race to create them
         fail_runs_whose_worker_died(context.instance)  # so their steps are asked again, not waited on for ever
         free_slots_of_dead_runs(context.instance)
-        state = loop_state(context.instance, storage.storage_root())
+        root = storage.storage_root()
+        state = loop_state(context.instance, root)
         reported = json.loads(context.cursor) if context.cursor else {}
-        events, now = _batch_check_events(batch_states(state), reported)
-        return _requests(decide(state, loop.to_engine()), LEARNING, json.dumps(now, sort_keys=True), events)
+        events, now = _batch_check_events(unclean_batch_states(state, reported), reported)
+        return _requests(decide(state, loop.to_engine()), LEARNING, root, json.dumps(now, sort_keys=True), events)
 
     @dg.sensor(jobs=ROUND_JOBS, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.STOPPED)
     def grpo_loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
@@ -50,10 +53,11 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
         out on its round's training problems, and once its runs are ingested, the pairs rebuilt, the reward model
         retrained if due and every run scored, the next round starts; it stops at `rounds` rounds or `token_budget`
         tokens (resource `loop`)."""
-        decision = decide(loop_state(context.instance, storage.storage_root()), loop.to_engine())
+        root = storage.storage_root()
+        decision = decide(loop_state(context.instance, root), loop.to_engine())
         if decision.stopped:
             return dg.SkipReason(decision.stopped)
-        return _requests(decision, ROUNDS)
+        return _requests(decision, ROUNDS, root)
 
     return [loop_sensor, grpo_loop_sensor]
 
@@ -73,7 +77,7 @@ def _batch_check_events(states: list[BatchState], reported: dict[str, str]):
         now[batch.batch_id] = f"{verdict}:{batch.cause}"
         events.append(dg.AssetCheckEvaluation(
             asset_key=dg.AssetKey("runs"), check_name=BATCH_INGESTED_CHECK, passed=verdict == "ingested",
-            partition=batch.batch_id, metadata={"file": batch.name, "state": batch.state, "cause": batch.cause}))
+            partition=batch.batch_id, metadata=batch_check_metadata(batch)))
     return events, now
 
 

@@ -68,7 +68,7 @@ def main() -> None:
         for number, mode in enumerate(("orchrm", "trajectory"), start=1):
             settings = GRPOSettings(rewards=(mode,), start="scratch", scratch_policy="smollm2-fewshot",
                                     steps=args.steps, group_size=args.group_size, train_problems=args.steps,
-                                    heldout_execute=False,
+                                    heldout_execute=False, heldout_problems=3, heldout_samples=2,
                                     **({"execution": ExecutionSettings()} if args.execution == "asset" else {}))
             started = time.perf_counter()
             outcome = run_round(root, number, settings, registry, TransformersSpec())

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import plan_hash
 from orchrm_dagster.contract import PAIRS
 from orchrm_dagster.pairs.rules import (CORRECT_OVER_INCORRECT, SPECIALIZED_OVER_BASE, PairRules, plan_salt,
-                                        rank_from_salts, split_for)
+                                        policy_side, rank_from_salts, split_for)
 from orchrm_dagster.synthetic import random_plan_text
 
 OUT = Path(__file__).parent / "out"
@@ -51,7 +51,8 @@ PANDAS_FULL_LIMIT_RSS = 12 * 2**30  # and at most 60% of the memory available wh
 
 # Only the runs/labels columns that pair building, the export and the scan read (not the full contract schema).
 _RUNS = pa.schema([("run_id", pa.string()), ("problem_id", pa.string()), ("question", pa.string()),
-                   ("policy_kind", pa.string()), ("plan", pa.string()), ("plan_hash", pa.string())])
+                   ("policy_name", pa.string()), ("policy_kind", pa.string()), ("plan", pa.string()),
+                   ("plan_hash", pa.string())])
 _LABELS = pa.schema([("run_id", pa.string()), ("problem_id", pa.string()), ("is_correct", pa.bool_())])
 
 
@@ -102,7 +103,9 @@ def _chunk(rng: np.random.Generator, index: np.ndarray, problem: np.ndarray, poo
     plans = pc.binary_join_element_wise("<thinking>\nAttempt ", pa.array(index.astype(str)), ". ",
                                         pool.take(rng.integers(0, len(pool), len(index))), "")
     hashes = pa.array([plan_hash(plan) for plan in plans.to_pylist()])
-    runs = pa.table([run_ids, problem_ids, questions, pa.array(kinds), plans, hashes], schema=_RUNS)
+    # one policy per kind; the checkpoint is none this root promoted: its runs make correct-over-incorrect pairs only
+    names = pa.array(np.char.add(kinds, "-policy"))
+    runs = pa.table([run_ids, problem_ids, questions, names, pa.array(kinds), plans, hashes], schema=_RUNS)
     correct = rng.random(len(index)) < np.vectorize(CORRECT_RATE.get)(kinds)
     labeled = rng.random(len(index)) >= UNLABELED_RATE
     labels = pa.table([run_ids, problem_ids, pa.array(correct)], schema=_LABELS).filter(pa.array(labeled))
@@ -131,7 +134,8 @@ def duckdb_build(runs_path: str, labels_path: str, out: str, below_problem: str 
         con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": spill})
         con.execute("SET enable_progress_bar = false")
         where = f"WHERE problem_id < '{below_problem}'" if below_problem else ""
-        con.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet('{runs_path}') {where}")
+        # the warehouse view's default environment, as for a file written before the column
+        con.execute(f"CREATE VIEW runs AS SELECT *, 'agents' AS environment FROM read_parquet('{runs_path}') {where}")
         con.execute(f"CREATE VIEW labels AS SELECT * FROM read_parquet('{labels_path}') {where}")
         cpu = cpu_seconds()
         stats = build_pairs(con, PairRules(), out)
@@ -148,16 +152,19 @@ def pandas_build(runs_path: str, labels_path: str, out: str, below_problem: str 
     started, cpu = time.perf_counter(), cpu_seconds()
     rules = PairRules()
     filters = [("problem_id", "<", below_problem)] if below_problem else None
-    runs = pd.read_parquet(runs_path, columns=["run_id", "problem_id", "policy_kind", "plan"], filters=filters)
+    runs = pd.read_parquet(runs_path, columns=["run_id", "problem_id", "policy_name", "policy_kind", "plan"],
+                           filters=filters)
     runs["plan_hash"] = runs.pop("plan").map(plan_hash)
     labels = pd.read_parquet(labels_path, columns=["run_id", "is_correct"], filters=filters)
     agreed = labels.groupby("run_id")["is_correct"].agg(["all", "any"])
     agreed = agreed[agreed["all"] == agreed["any"]]["all"].rename("is_correct")
     runs = runs.merge(agreed, left_on="run_id", right_index=True, how="left")
 
-    specialized = runs["policy_kind"].isin(["specialized", "checkpoint"])
-    runs["specialized_run"] = runs["run_id"].where(specialized)
-    runs["base_run"] = runs["run_id"].where(runs["policy_kind"] == "base")
+    policies = runs[["policy_kind", "policy_name"]].drop_duplicates()
+    sides = {(k, n): policy_side(k, n, ()) for k, n in zip(policies["policy_kind"], policies["policy_name"])}
+    side = pd.Series(list(zip(runs["policy_kind"], runs["policy_name"])), index=runs.index).map(sides)
+    runs["specialized_run"] = runs["run_id"].where(side.str[0])
+    runs["base_run"] = runs["run_id"].where(side.str[1])
     runs["correct_run"] = runs["run_id"].where(runs["is_correct"] == True)  # noqa: E712 (NaN: unlabeled)
     runs["incorrect_run"] = runs["run_id"].where(runs["is_correct"] == False)  # noqa: E712
     side_runs = ["specialized_run", "base_run", "correct_run", "incorrect_run"]

@@ -35,6 +35,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="RFT: plans sampled and executed per problem")
     parser.add_argument("--pairs", type=int, default=4, help="DPO: pairs per round")
     parser.add_argument("--no-heldout-execute", action="store_true")
+    parser.add_argument("--heldout-problems", type=int, default=3)
+    parser.add_argument("--heldout-samples", type=int, default=2)
+    parser.add_argument("--environment", default="agents", help="where plans execute: agents, or simulated (SIMULATED: "
+                                                                 "correctness drawn by the plan_success_rate truth)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="orchrm-policy-methods-") as tmp:
         storage = Path(tmp, "storage")
@@ -45,7 +49,8 @@ def main() -> None:
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         rows = {label: run_method(storage, Path(tmp, label), settings, registry)
                 for label, settings in variants(args).items()}
-        print(f"\nround 1 of each method from smollm2-fewshot, {args.steps} training problems, same seed:\n")
+        simulated = " (SIMULATED environment: accuracy drawn by a truth function)" if args.environment != "agents" else ""
+        print(f"\nround 1 of each method from smollm2-fewshot, {args.steps} training problems, same seed{simulated}:\n")
         print(markdown(rows))
 
 
@@ -74,7 +79,9 @@ def variants(args) -> dict:
     from orchrm_dagster.grpo import GRPOSettings
 
     base = GRPOSettings(steps=args.steps, group_size=args.group_size, train_problems=args.steps,
-                        heldout_execute=not args.no_heldout_execute, policy_margin=1e9)
+                        heldout_execute=not args.no_heldout_execute, policy_margin=1e9,
+                        heldout_problems=args.heldout_problems, heldout_samples=args.heldout_samples)
+    base = dataclasses.replace(base, execution=base.execution.in_environment(args.environment))
     sections = base.method_settings
     return {
         "grpo (orchrm)": dataclasses.replace(base, method="grpo", rewards=("orchrm",)),
@@ -101,13 +108,13 @@ def run_method(storage: Path, copy: Path, settings, registry) -> dict:
 
 def markdown(rows: dict) -> str:
     header = ["method", "held-out reward before", "after", "held-out accuracy before", "after", "generation tok",
-              "reward tok", "rollout tok", "training tok", "total tok", "seconds", "promoted"]
+              "reward tok", "rollout tok", "training tok", "total tok", "seconds", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, row in rows.items():
         cells = [label, _num(row["heldout_reward_before"]), _num(row["heldout_reward_after"]),
                  _num(row["heldout_accuracy_before"]), _num(row["heldout_accuracy"]),
                  *(f"{row[key] or 0:,}" for key in TOKEN_COLUMNS), f"{sum(row[key] or 0 for key in TOKEN_COLUMNS):,}",
-                 f"{row['wall']:.0f}", str(row["promoted"])]
+                 f"{row['wall']:.0f}", row["verdict"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -15,7 +15,7 @@ from assets.checks import (
 )
 from assets.evaluation import evaluation, plan_scores
 from assets.ingestion import run_batch_ingestion
-from assets.grpo import grpo_round
+from assets.grpo import grpo_round, no_reward_hacking
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
 from assets.labels import labels
 from assets.orchestration import execution_artifacts, orchestration_samples
@@ -40,7 +40,8 @@ def build_definitions(storage: StorageResource | None = None, llm: LLMBackendRes
         assets=[problems, run_batch_ingestion, labels, orchestration_samples, execution_artifacts, pairs,
                 reward_model, rm_scores, plan_scores, evaluation, grpo_round],
         asset_checks=[run_ids_unique, batch_ingested, every_referenced_run_labeled, quarantine_rate, pairs_unique,
-                      pairs_split_by_problem, pairs_mix_ratio, champion_beats_chance, evaluation_held_out],
+                      pairs_split_by_problem, pairs_mix_ratio, champion_beats_chance, evaluation_held_out,
+                      no_reward_hacking],
         jobs=[*LOOP_JOBS, *ROUND_JOBS, evaluation_job],
         sensors=[*loop_sensors(sensor_interval_s), orchestration_partitions_sensor],
         schedules=[nightly_evaluation],

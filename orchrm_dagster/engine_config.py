@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
-__all__ = ["Field", "engine_config"]
+__all__ = ["Field", "engine_config", "sections_config"]
 
 _CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
 
@@ -20,3 +20,13 @@ _CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
 def engine_config(cls):
     """Make `cls` an engine config: a frozen, validated pydantic dataclass."""
     return dataclass(frozen=True, config=_CONFIG)(cls)
+
+
+def sections_config(class_name: str, doc: str, entries: dict, module: str) -> type:
+    """An engine config with one field per registry entry, named after it: that entry's own settings section (its
+    `config` class, with its defaults), described by the entry's `description`."""
+    namespace = {"__module__": module, "__qualname__": class_name, "__doc__": doc,
+                 "__annotations__": {name: entry.config for name, entry in entries.items()},
+                 **{name: Field(default_factory=entry.config, description=entry.description)
+                    for name, entry in entries.items()}}
+    return engine_config(type(class_name, (), namespace))

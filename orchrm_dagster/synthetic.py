@@ -7,7 +7,7 @@ with 1-3 KB of text; final answers are right or wrong at a set rate, so labels a
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from importlib.resources import files
 from pathlib import Path
@@ -15,7 +15,9 @@ from pathlib import Path
 import orjson
 
 from orchrm_dagster.plans import KNOWN_AGENTS, AgentSpec, Plan, render_plan
+from orchrm_dagster.labels import CHOICE_LETTERS
 from orchrm_dagster.problems import load_shipped
+from orchrm_dagster.truths import truth_named
 
 # The shipped example batch (`example_batch()` wrote it): 48 good runs and 6 lines a producer could get wrong.
 EXAMPLE_BATCH = Path(str(files("orchrm_dagster") / "data" / "examples" / "example_runs.jsonl"))
@@ -59,31 +61,38 @@ def random_plan_text(rng: random.Random, n_agents: int, agent_weights: tuple[int
     return render_plan(random_plan(rng, n_agents, agent_weights))
 
 
-def _wrong_answer(rng: random.Random, answer: str, is_math: bool) -> str:
+def wrong_answer(rng: random.Random, answer: str, answer_type: str, choices: tuple[str, ...] | None = None) -> str:
+    """An answer to a problem of `answer_type` that its labeler judges wrong against `answer` (a math answer moved
+    off, another letter for multiple choice, another phrase for QA)."""
+    if choices:
+        letters = [letter for letter in CHOICE_LETTERS[:len(choices)] if letter != answer.strip().upper()]
+        return rng.choice(letters or ["none of the above"])
     if answer.lstrip("-").isdigit():
         return str(int(answer) + rng.choice((-2, -1, 1, 3, 10)))
-    if is_math:  # not a rearrangement: "6+9i" reversed is still 6+9i to math-verify
+    if answer_type == "math":  # not a rearrangement: "6+9i" reversed is still 6+9i to math-verify
         return f"{answer}+{rng.randint(1, 9)}"
     return rng.choice(("unknown", "none of the above", f"not {answer}"))
 
 
-VERIFYING_AGENTS = ("SCAgent", "DebateAgent", "ReflexionAgent")
-
-
 def plan_success_rate(plan: Plan) -> float:
-    """Where plans decide correctness: the chance that executing `plan` answers correctly, 0.15 + 0.7 x the share
-    of its agents that check their work (vote, debate, reflect). Something a reward model can learn from pairs."""
-    verifying = sum(agent.agent_name in VERIFYING_AGENTS for agent in plan.agents)
-    return 0.15 + 0.7 * verifying / max(1, len(plan.agents))
+    """Where plans decide correctness: the chance that executing `plan` answers correctly, the `plan_success_rate`
+    truth function with its default parameters (0.15 + 0.7 x the share of its agents that check their work: vote,
+    debate, reflect), the same rule the simulated environment executes plans with."""
+    truth = truth_named("plan_success_rate")
+    return truth.chance(truth.config(), plan)
 
 
 def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_test", "math500", "hotpotqa_dev"),
                   samples_per_problem: int = 8, correct_rate: float = 0.55, *, plans_decide: bool = False,
                   policies: tuple[tuple[str, str, int | None], ...] = _POLICIES,
-                  first_problem: int = 0) -> Iterator[dict]:
+                  first_problem: int = 0, environment: str | None = None,
+                  rates: Mapping[str, float] | None = None) -> Iterator[dict]:
     """`n` runs, `samples_per_problem` per problem, problems taken round-robin over `benchmarks` from the
     `first_problem`-th on, each run's policy drawn from `policies`. Correctness is drawn at `correct_rate` (+0.15
-    for trained policies), or, with `plans_decide`, at `plan_success_rate` of the run's plan."""
+    for trained policies), or, with `plans_decide`, at `plan_success_rate` of the run's plan, or, with `rates`, at
+    the rate of the run's policy name whatever its plan (one rate for every policy: correctness is noise).
+    `environment` names where the records say they were executed ("simulated": their correctness is drawn, as it is
+    here)."""
     rng = random.Random(seed)
     per_benchmark = [load_shipped(name) for name in benchmarks]
     start = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -96,10 +105,11 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
         n_agents = rng.randint(2, 6) if specialized else rng.randint(1, 3)
         weights = SPECIALIZED_AGENT_WEIGHTS if specialized else BASE_AGENT_WEIGHTS
         plan = random_plan(rng, n_agents, weights) if plans_decide else None
-        success = plan_success_rate(plan) if plan else correct_rate + (0.15 if specialized else 0.0)
+        success = (rates[name] if rates is not None else
+                   plan_success_rate(plan) if plan else correct_rate + (0.15 if specialized else 0.0))
         correct = rng.random() < success
         is_math = problem["benchmark"] != "hotpotqa"
-        answer = problem["answer"] if correct else _wrong_answer(rng, problem["answer"], is_math)
+        answer = problem["answer"] if correct else wrong_answer(rng, problem["answer"], "math" if is_math else "qa")
         final = f"So the final answer is $\\boxed{{{answer}}}$." if is_math else f"<answer>{answer}</answer>"
         subagents = [
             {"agent_id": str(i), "agent_name": rng.choice(AGENT_KINDS), "input": problem["question"][:200],
@@ -123,6 +133,7 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
             "plan_logprob": -rng.uniform(0.05, 1.5),
             "is_correct": correct,
             "created_at": (start + timedelta(seconds=index)).isoformat(),
+            **({"environment": environment} if environment else {}),
         }
 
 

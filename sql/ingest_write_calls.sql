@@ -1,4 +1,6 @@
+-- A batch of one file stages its calls as the table holds them (a line is its line_number); a batch of several
+-- stages each call with its run's source_file as well, which the table does not hold.
 COPY (
-    SELECT c.* FROM read_parquet($staged_calls) c
-    SEMI JOIN (SELECT line_number FROM line_fate WHERE keep) k USING (line_number)
+    SELECT c.* $drop_key FROM read_parquet($staged_calls, union_by_name = true) c
+    SEMI JOIN (SELECT $call_key FROM line_fate WHERE keep) k USING ($call_key)
 ) TO $out (FORMAT parquet, COMPRESSION zstd);

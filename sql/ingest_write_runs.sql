@@ -1,4 +1,4 @@
 COPY (
-    SELECT r.* FROM read_parquet($staged_runs) r
-    SEMI JOIN (SELECT line_number FROM line_fate WHERE keep) k USING (line_number)
+    SELECT r.* FROM read_parquet($staged_runs, union_by_name = true) r
+    SEMI JOIN (SELECT source_file, line_number FROM line_fate WHERE keep) k USING (source_file, line_number)
 ) TO $out (FORMAT parquet, COMPRESSION zstd);

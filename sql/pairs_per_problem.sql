@@ -1,4 +1,5 @@
--- Per problem: its candidate pairs of each source, its conflicts, and the pairs its caps keep.
+-- Per problem: its candidate pairs of each source, its conflicts, and the pairs its caps keep. A candidate pairs
+-- two plans of one environment (the caps count a problem's pairs of every environment together).
 -- A candidate is an ordered pair of two different plans where the first beats the second in some source;
 -- a conflict is a candidate whose second plan also beats the first (in either source): all such are dropped.
 -- A candidate that qualifies for both sources counts as correct_over_incorrect only, so no preference is
@@ -9,7 +10,7 @@
 -- ordered by rank, then chosen and rejected plan_hash.
 CREATE OR REPLACE TEMP TABLE pairs_per_problem AS
 WITH sides AS (
-    SELECT problem_id, plan_index, salt,
+    SELECT problem_id, environment, plan_index, salt,
            specialized_run IS NOT NULL AS specialized, base_run IS NOT NULL AS base,
            correct_run IS NOT NULL AS correct, incorrect_run IS NOT NULL AS incorrect
     FROM pairs_plans
@@ -22,7 +23,7 @@ candidates AS (
            xor(w.salt, l.salt * 2246822507 % 4294967296) AS mixed
     FROM (SELECT * FROM sides WHERE specialized OR correct) w
     JOIN (SELECT * FROM sides WHERE base OR incorrect) l
-      ON w.problem_id = l.problem_id AND w.plan_index <> l.plan_index
+      ON w.problem_id = l.problem_id AND w.environment = l.environment AND w.plan_index <> l.plan_index
     WHERE (w.specialized AND l.base) OR (w.correct AND l.incorrect)
 ),
 keyed AS (

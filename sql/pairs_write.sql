@@ -1,5 +1,6 @@
--- The pairs file from the pairs the mix kept (`mixed`: problem_id, source, chosen_index, rejected_index): run ids
--- and plan hashes from pairs_plans, and the split by problem. Row order is unspecified.
+-- The pairs file from the pairs the mix kept (`mixed`: problem_id, source, chosen_index, rejected_index): run ids,
+-- plan hashes and the environment from pairs_plans, and the split by problem. A pair's id names its environment
+-- unless it is the default one (rules.pair_id). Row order is unspecified.
 COPY (
     WITH splits AS (
         SELECT problem_id,
@@ -7,7 +8,8 @@ COPY (
                     THEN 'validation' ELSE 'train' END AS split
         FROM (SELECT DISTINCT problem_id FROM mixed)
     )
-    SELECT md5(c.plan_hash || ':' || r.plan_hash || ':' || m.problem_id) AS pair_id,
+    SELECT md5(c.plan_hash || ':' || r.plan_hash || ':' || m.problem_id
+               || CASE WHEN c.environment = $default_environment THEN '' ELSE ':' || c.environment END) AS pair_id,
            m.problem_id,
            CASE m.source WHEN 'specialized_over_base' THEN c.specialized_run ELSE c.correct_run END AS chosen_run_id,
            CASE m.source WHEN 'specialized_over_base' THEN r.base_run ELSE r.incorrect_run END AS rejected_run_id,

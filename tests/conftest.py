@@ -35,6 +35,19 @@ def write_lines(path, lines) -> str:
     return str(path)
 
 
+def drop(root, path) -> str:
+    """Put a file into a local root's landing zone as a fleet's writer does (a hidden copy, then a rename), not as
+    `StorageRoot.land` does (which makes it a batch of its own): the loop cuts it into a batch. Returns its name."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    name = Path(path).name
+    os.makedirs(root.landing_path(), exist_ok=True)
+    os.replace(shutil.copyfile(path, root.landing_path(f".{name}.part")), root.landing_path(name))
+    return name
+
+
 @pytest.fixture(scope="session")
 def tiny_backbone(tmp_path_factory) -> str:
     """A randomly initialised 2-layer BERT with the packaged MiniLM tokenizer: trains and scores in milliseconds."""

@@ -1,6 +1,7 @@
 """The code location the daemon test serves: the project's own Definitions, with tiny models and small settings
 (paths from the test's environment), and sensors that tick every 5 seconds."""
 
+import dataclasses
 import os
 
 from orchrm_dagster.definitions import build_definitions
@@ -19,11 +20,15 @@ LOOP = LoopSettings(
     rollout_execution=ExecutionSettings(subagent_max_new_tokens=8, plan_timeout_s=120.0, concurrent_plans=4,
                                         agents={"sc_samples": 2, "debate_rounds": 1, "reflexion_rounds": 1}),
     reward_model=RMTrainConfig(backbone=BACKBONE, max_length=64, epochs=1, batch_size=8, save_steps=1000,
-                               device="cpu"),
+                               device="cpu", min_validation_pairs=1, champion_level=1.0),  # a tiny model's floor off
     round=GRPOSettings(policy="tiny-fewshot", scratch_policy="tiny-base", steps=1, group_size=2, micro_batch_size=2,
                        train_problems=2, heldout_problems=1, heldout_samples=2, heldout_execute=False,
-                       max_completion_tokens=384, device="cpu", policy_margin=1e9,
+                       max_completion_tokens=384, device="cpu", policy_margin=1e9, policy_gate="reward_only",
                        scoring=ScoringSettings(device="cpu", max_length=64)))
+if os.environ.get("ORCHRM_TEST_ENVIRONMENT"):  # the loop with its held-out plans executed there, gated on accuracy
+    LOOP = LOOP.in_environment(os.environ["ORCHRM_TEST_ENVIRONMENT"])
+    LOOP = dataclasses.replace(LOOP, rounds=1, round=dataclasses.replace(
+        LOOP.round, heldout_execute=True, heldout_problems=4, heldout_samples=2, policy_gate="accuracy"))
 
 defs = build_definitions(
     llm=LLMBackendResource(backend=TransformersSpec(model=POLICY, device="cpu")),

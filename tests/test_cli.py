@@ -101,12 +101,12 @@ def test_a_batch_whose_ingest_failed_shows_in_status_with_its_cause_until_reinge
 
     import assets.ingestion
 
-    monkeypatch.setattr(assets.ingestion, "ingest_batch", broken)
+    monkeypatch.setattr(assets.ingestion, "ingest_files", broken)
     failed = invoke("reingest", landed.name)
     assert failed.exit_code == 1 and "the disk went away" in failed.output
     status = invoke("status")
     assert "failed (1 run)" in status.output and "OSError: the disk went away" in status.output
-    monkeypatch.setattr(assets.ingestion, "ingest_batch", ingest.ingest_batch)
+    monkeypatch.setattr(assets.ingestion, "ingest_files", ingest.ingest_files)
     assert invoke("reingest", landed.batch_id).exit_code == 0
     status = invoke("status")
     assert "ingested" in status.output and "failed" not in status.output

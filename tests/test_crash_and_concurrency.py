@@ -66,6 +66,27 @@ def test_kill_9_anywhere_in_an_ingest_then_again_counts_exactly(tmp_path):
         assert scalar("select count(*) n from labels") == 40_000
 
 
+def test_kill_9_anywhere_in_an_ingest_of_a_batch_of_many_files_then_again_counts_exactly(tmp_path):
+    """40 files of 1,000 runs dropped by a fleet and cut into one batch: its ingest (the files shared out among
+    worker processes) killed at random points, then run again: every run once, every label, nothing quarantined."""
+    from orchrm_dagster.storage import NewBatch, StorageRoot, register_batches
+
+    from .conftest import drop
+
+    root = StorageRoot(os.environ["ORCHRM_STORAGE"])
+    names = [drop(root, batch(tmp_path, f"worker-{i:02d}.jsonl", 1000, 100 + i)) for i in range(40)]
+    register_batches(root, [NewBatch("fleet", tuple(names), True)])
+    rng = random.Random(11)
+    for attempt in range(3):
+        kill_after(start("reingest", "fleet"), rng.uniform(4.0, 14.0))
+        cli("reingest", "fleet", timeout=300)
+        assert scalar("select count(*) n from runs") == 40_000
+        assert scalar("select count(distinct run_id) n from runs") == 40_000
+        assert scalar("select count(distinct source_file) n from runs") == 40
+        assert scalar("select count(*) n from quarantine") == 0
+        assert scalar("select count(*) n from labels") == 40_000
+
+
 def test_kill_9_in_a_pairs_build_then_again_gives_the_same_pairs(tmp_path):
     cli("ingest", str(batch(tmp_path, "history.jsonl", 20_000, 2)))
     cli("materialize", "pairs")

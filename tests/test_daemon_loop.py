@@ -5,12 +5,14 @@ models keep it fast; every step is the real one. The assertions read the tables,
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
@@ -195,6 +197,49 @@ def test_a_batch_whose_ingest_worker_was_killed_holds_nothing(tmp_path, tiny):
         status = subprocess.run([str(Path(sys.executable).with_name("orchrm")), "status"], env=daemon.env,
                                 capture_output=True, text=True, timeout=120)
         assert "doomed.jsonl" in status.stdout and "failed" in status.stdout and "signal 9" in status.stdout
+    finally:
+        daemon.stop()
+    print("timings (s):", timings)
+
+
+def test_a_fleets_drop_of_many_small_files_is_ingested_in_one_run(tmp_path, tiny):
+    """60 files of 10 runs, as a fleet's workers write them, dropped at once (every sixth with a bad last line, and
+    one repeating a run of another): the loop cuts them into one batch, one ingest run and one partition; every run
+    is in the tables once, and every bad line is quarantined with its file and line named."""
+    import dagster as dg
+
+    daemon = Daemon(tmp_path, tiny)
+    timings: dict[str, float] = {}
+    drop, landing = tmp_path / "drop", daemon.storage / "landing"
+    drop.mkdir()
+    landing.mkdir(parents=True)
+    names = [f"worker-{i % 8}-{i:03d}.jsonl" for i in range(60)]
+    files = {name: [orjson.dumps(r) for r in generate_runs(10, seed=100 + i, benchmarks=("gsm8k_test",))]
+             for i, name in enumerate(names)}
+    files[names[52]].append(files[names[3]][0])  # a run worker-3-003.jsonl holds, again, in a later file
+    for name in names[::6]:
+        files[name].append(b'{"run_id": "cut off mid-line"')
+    for name, lines in files.items():
+        (drop / name).write_bytes(b"\n".join(lines) + b"\n")
+    try:
+        started = time.monotonic()
+        for name in names:  # at once, each landed whole (a hidden copy, then a rename)
+            os.replace(shutil.copyfile(drop / name, landing / f".{name}.part"), landing / name)
+        daemon.wait("every run ingested and labeled", lambda: value(daemon.query(
+            "select count(*) n from labels")) == 600, timings, started)
+        assert daemon.query("select count(*) n, count(distinct run_id) d, count(distinct source_file) f "
+                            "from runs") == [{"n": 600, "d": 600, "f": 60}]
+        bad = daemon.query("select source_file, line_number, kind, reason from quarantine order by all")
+        assert [(q["source_file"], q["line_number"], q["kind"]) for q in bad] == sorted(
+            [(name, 11, "malformed_json") for name in names[::6]] + [(names[52], 11, "already_ingested")])
+        assert all(q["reason"].startswith(f"{q['source_file']}:{q['line_number']}: ") for q in bad)
+        [repeat] = [q for q in bad if q["kind"] == "already_ingested"]
+        assert f"was already ingested from {names[3]}:1 in this batch" in repeat["reason"]
+        with dg.DagsterInstance.get() as instance:
+            partitions = instance.get_dynamic_partitions("run_batches")
+            ingests = instance.get_runs(dg.RunsFilter(job_name="ingest_run_batch"))
+        assert len(partitions) == 1 and partitions[0].startswith("landed-") and "-60files-" in partitions[0]
+        assert [(r.tags["orchrm/files"], r.status) for r in ingests] == [("60", dg.DagsterRunStatus.SUCCESS)]
     finally:
         daemon.stop()
     print("timings (s):", timings)

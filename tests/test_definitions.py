@@ -18,6 +18,14 @@ def test_asset_checks_are_attached():
     assert {"run_ids_unique", "batch_ingested", "every_referenced_run_labeled", "quarantine_rate"} <= checks
 
 
+def test_the_champion_check_is_blocking_and_runs_in_every_job_that_trains_a_reward_model():
+    key = dg.AssetCheckKey(dg.AssetKey("reward_model"), "champion_beats_chance")
+    assert defs.resolve_asset_graph().get(key).blocking
+    for job in defs.resolve_all_job_defs():
+        if job.is_asset_job and dg.AssetKey("reward_model") in job.asset_layer.selected_asset_keys:
+            assert key in job.asset_layer.asset_graph.asset_check_keys, job.name
+
+
 def test_storage_root_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("ORCHRM_STORAGE", str(tmp_path / "elsewhere"))
     storage = build_definitions().resources["storage"]

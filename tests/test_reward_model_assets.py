@@ -5,6 +5,7 @@ import pytest
 from orchrm_dagster.glue.commands import ingest_files, materialize_selection
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
+from tests.rm.toy import NO_FLOOR
 
 SMALL_RM = {"max_length": 192, "max_train_pairs": 128, "batch_size": 16, "epochs": 2.0, "learning_rate": 1e-4}
 
@@ -21,10 +22,12 @@ def warehouse_rows(defs, statement):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 960 runs scored by MiniLM: more than 600 s on a loaded 2-core machine
 def test_pairs_champion_and_scores_from_ingested_runs(tmp_path):
     defs = build_definitions()
     history = tmp_path / "history.jsonl"
-    write_jsonl(generate_runs(480, seed=2, benchmarks=("gsm8k_test", "math500")), history)
+    # 120 problems: about 25 validation pairs, more than the champion floor's minimum (20; 480 runs made 14)
+    write_jsonl(generate_runs(960, seed=2, benchmarks=("gsm8k_test", "math500")), history)
     assert ingest_files(defs, [history])[0].status == "SUCCESS"
 
     materialize(defs, 'key:"pairs"')
@@ -55,11 +58,33 @@ def test_pairs_champion_and_scores_from_ingested_runs(tmp_path):
     champion = [v["version"] for v in versions if v["is_champion"]][0]
     scored = warehouse_rows(defs, "select count(*) n, min(rm_version) lo, max(rm_version) hi, "
                                   "count(*) filter (where tokens > 0) with_tokens from rm_scores")[0]
-    assert scored == {"n": 480, "lo": champion, "hi": champion, "with_tokens": 480}
+    assert scored == {"n": 960, "lo": champion, "hi": champion, "with_tokens": 960}
     again = materialize(defs, 'key:"rm_scores"')  # nothing new to score
     metadata = {k: v.value for e in again.get_asset_materialization_events()
                 for k, v in e.event_specific_data.materialization.metadata.items()}
     assert metadata["runs_scored"] == 0 and metadata["batches_already_current"] == 1
+
+
+def test_a_failed_champion_check_stops_what_follows_reward_model_in_its_run(tmp_path, tiny_backbone):
+    from orchrm_dagster.glue.commands import failure_messages
+
+    defs = build_definitions()
+    history = tmp_path / "history.jsonl"
+    write_jsonl(generate_runs(96, seed=2, benchmarks=("gsm8k_test",), samples_per_problem=8), history)
+    assert ingest_files(defs, [history])[0].status == "SUCCESS"
+    materialize(defs, 'key:"pairs"', {"validation_fraction": 0.4})
+    unreachable = {"backbone": tiny_backbone, "max_length": 64, "batch_size": 8, "device": "cpu",
+                   "min_validation_pairs": 10_000}  # no version can be champion
+    result = materialize_selection(defs, 'key:"reward_model" or key:"rm_scores"', None,
+                                   {"ops": {"reward_model": {"config": unreachable}}})
+    assert not result.success
+    checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
+              for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert checks == {"champion_beats_chance": False}
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"reward_model"}
+    assert any("champion_beats_chance" in line for line in failure_messages(result))
+    assert warehouse_rows(defs, "select version, is_champion from rm_checkpoints") == [
+        {"version": 1, "is_champion": False}]
 
 
 def materialized_metadata(result) -> dict:
@@ -76,7 +101,8 @@ def test_a_version_s_training_pairs_are_in_the_metadata_and_the_run_config_retra
     write_jsonl(generate_runs(96, seed=2, benchmarks=("gsm8k_test",), samples_per_problem=8), history)
     assert ingest_files(defs, [history])[0].status == "SUCCESS"
     materialize(defs, 'key:"pairs"', {"validation_fraction": 0.4})
-    tiny = {"backbone": tiny_backbone, "max_length": 64, "batch_size": 8, "device": "cpu", "seed": 5}
+    tiny = {"backbone": tiny_backbone, "max_length": 64, "batch_size": 8, "device": "cpu", "seed": 5,
+            **NO_FLOOR}  # a tiny model is crowned: the blocking champion check lets the run succeed
 
     first = materialized_metadata(materialize(defs, 'key:"reward_model"', tiny))["training_pairs"]["1"]
     assert Path(first["path"]).name == "training_pairs.parquet" and Path(first["path"]).exists()

@@ -10,7 +10,7 @@ import pytest
 from orchrm_dagster.rm import RMTrainConfig, ScoringSettings, champion_scorer, checkpoint_table, train_new_version
 from orchrm_dagster.storage import StorageRoot
 
-from .rm.toy import toy_pairs
+from .rm.toy import NO_FLOOR, toy_pairs
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def remote_digest(root: StorageRoot, version: int) -> str:
 
 def test_a_fresh_machine_continues_the_versions_finds_the_champion_and_overwrites_nothing(
         bucket_root, tmp_path, monkeypatch, tiny_backbone):
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100)
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, **NO_FLOOR)
     first = on_machine(monkeypatch, tmp_path, "a", bucket_root)
     v1 = train_new_version(first, toy_pairs(8, 0), toy_pairs(4, 1), config, ["p1"])
     assert v1.version == 1 and v1.is_champion

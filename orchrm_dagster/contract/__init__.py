@@ -2,11 +2,12 @@
 
 from orchrm_dagster.contract.fast_decode import FastRunRecord, fast_record
 from orchrm_dagster.contract.identity import plan_hash
-from orchrm_dagster.contract.kinds import POLICY_KINDS, TRAINED_POLICY_KINDS, PolicyKind, QuarantineKind, RunErrorKind
-from orchrm_dagster.contract.record import CONTRACT_VERSION, REQUIRED_FIELDS, RunRecord
+from orchrm_dagster.contract.kinds import (BASE_KIND, CHECKPOINT_KIND, POLICY_KINDS, SPECIALIZED_KIND, PolicyKind,
+                                           QuarantineKind, RunErrorKind)
+from orchrm_dagster.contract.record import CONTRACT_VERSION, DEFAULT_ENVIRONMENT, REQUIRED_FIELDS, RunRecord
 from orchrm_dagster.contract.storable import (INT64_MAX, UnstorableValue, check_json, is_utf8, json_text, safe_text,
                                               storable_column, type_name)
-from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS, JUDGE_CACHE,
+from orchrm_dagster.contract.tables import (COLUMN_DEFAULTS, EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS, JUDGE_CACHE,
                                             LABELS, OFFSHELF_SCORES, POLICY_CHECKPOINTS,
                                             ORCHESTRATION_SAMPLES, PAIRS, PARTITIONED_TABLES, PLAN_SCORES, PROBLEMS,
                                             QUARANTINE, RM_CHECKPOINTS, RM_SCORES, RM_TRAINING_PAIRS,
@@ -14,10 +15,10 @@ from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRP
                                             VERIFIER_SCORES, WAREHOUSE_TABLES)
 
 __all__ = [
-    "CONTRACT_VERSION", "EVALUATION", "EVALUATION_PROBLEMS", "IMPORTED_PAIRS",
+    "CONTRACT_VERSION", "DEFAULT_ENVIRONMENT", "COLUMN_DEFAULTS", "EVALUATION", "EVALUATION_PROBLEMS", "IMPORTED_PAIRS",
     "GRPO_ROUNDS", "JUDGE_CACHE", "OFFSHELF_SCORES", "PLAN_SCORES", "POLICY_CHECKPOINTS", "VERIFIER_SCORES", "LABELS", "ORCHESTRATION_SAMPLES", "PAIRS",
     "PARTITIONED_TABLES", "POLICY_KINDS", "PROBLEMS", "PolicyKind", "QUARANTINE", "QuarantineKind", "REQUIRED_FIELDS",
-    "RM_CHECKPOINTS", "RM_SCORES", "RM_TRAINING_PAIRS", "RM_TRAINING_PAIRS_FILE", "RUNS", "RunErrorKind", "RunRecord", "SUBAGENT_CALLS", "TRAINED_POLICY_KINDS",
+    "RM_CHECKPOINTS", "RM_SCORES", "RM_TRAINING_PAIRS", "RM_TRAINING_PAIRS_FILE", "RUNS", "RunErrorKind", "RunRecord", "SUBAGENT_CALLS", "BASE_KIND", "CHECKPOINT_KIND", "SPECIALIZED_KIND",
     "WAREHOUSE_TABLES", "plan_hash", "FastRunRecord", "fast_record",
     "INT64_MAX", "UnstorableValue", "check_json", "is_utf8", "json_text", "safe_text", "storable_column", "type_name",
 ]

@@ -8,8 +8,11 @@ from typing import Literal, get_args
 
 PolicyKind = Literal["base", "specialized", "checkpoint"]
 POLICY_KINDS: tuple[str, ...] = get_args(PolicyKind)
-# Policy kinds on the winning side of specialized-over-base pairs.
-TRAINED_POLICY_KINDS: tuple[str, ...] = ("specialized", "checkpoint")
+# The kinds by name. Which runs win or lose specialized-over-base pairs is decided in one place,
+# `orchrm_dagster.pairs.policy_side`: a `specialized` policy's (an orchestrator whose quality was established outside
+# this root's reward model) win, a `checkpoint`'s only when this root promoted it on measured held-out accuracy,
+# a `base` policy's lose.
+BASE_KIND, SPECIALIZED_KIND, CHECKPOINT_KIND = POLICY_KINDS
 
 
 class RunErrorKind(str, Enum):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchrm_dagster.contract.kinds import PolicyKind
 
 CONTRACT_VERSION = "1"
+DEFAULT_ENVIRONMENT = "agents"  # a run record without `environment` was executed by real sub-agents
 
 
 class _Strict(BaseModel):
@@ -59,6 +60,9 @@ class RunRecord(_Strict):
     error: str | None = None
     created_at: datetime | None = None
     meta: dict[str, Any] | None = None
+    # where the plan was executed (orchrm_dagster.environments): real sub-agents ("agents", also what a record
+    # without the field means) or a simulated truth ("simulated")
+    environment: str | None = Field(default=None, min_length=1)
 
 
 REQUIRED_FIELDS = tuple(name for name, f in RunRecord.model_fields.items() if f.is_required())

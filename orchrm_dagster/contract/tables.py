@@ -33,6 +33,7 @@ RUNS = pa.schema(
         ("meta", pa.string()),  # JSON text: the record's meta plus any unknown fields
         ("source_file", pa.string()),
         ("line_number", pa.int64()),
+        ("environment", pa.string()),  # where the plan was executed: agents (also every file before the column)
     ]
 )
 
@@ -344,6 +345,28 @@ GRPO_ROUNDS = pa.schema(
         ("reason", pa.string()),  # why it was (not) promoted
         ("method", pa.string()),  # how the round trained the policy (grpo/methods/: grpo, dpo, rft)
         ("training_tokens", pa.int64()),  # tokens the trainer read in forward passes (prompt + completion, per epoch)
+        # The policy gate (grpo/gate.py): where held-out plans executed, what the verdict was decided on, the verdict
+        ("environment", pa.string()),  # agents | simulated (correctness drawn from a truth function: say so)
+        ("gate", pa.string()),  # accuracy (measured held-out accuracy decided) | reward_only (asked for by config)
+        ("verdict", pa.string()),  # promoted | rejected | undecided | unverified | untrained
+        ("reward_hacking", pa.bool_()),  # reward rose past the threshold while accuracy did not: rejected
+        ("confidence", pa.float64()),  # of every interval in the row (two-sided)
+        ("heldout_plans_before", pa.int64()),  # held-out plans measured, each side
+        ("heldout_plans_after", pa.int64()),
+        ("heldout_correct_before", pa.int64()),  # of them answered correctly when executed (null: not executed)
+        ("heldout_correct_after", pa.int64()),
+        ("heldout_accuracy_low_before", pa.float64()),  # Wilson score intervals of each side's accuracy
+        ("heldout_accuracy_high_before", pa.float64()),
+        ("heldout_accuracy_low_after", pa.float64()),
+        ("heldout_accuracy_high_after", pa.float64()),
+        ("accuracy_difference_low", pa.float64()),  # Newcombe interval of accuracy after - before
+        ("accuracy_difference_high", pa.float64()),
+        ("heldout_reward_std_before", pa.float64()),  # spread of the per-plan held-out rewards
+        ("heldout_reward_std_after", pa.float64()),
+        ("heldout_reward_low_before", pa.float64()),  # Student's t intervals of each side's mean held-out reward
+        ("heldout_reward_high_before", pa.float64()),
+        ("heldout_reward_low_after", pa.float64()),
+        ("heldout_reward_high_after", pa.float64()),
     ]
 )
 
@@ -368,6 +391,10 @@ WAREHOUSE_TABLES: dict[str, pa.Schema] = {
     "policy_checkpoints": POLICY_CHECKPOINTS,
     "grpo_rounds": GRPO_ROUNDS,
 }
+
+# What a text column reads as where a file written before the column existed leaves it null (the warehouse views and
+# the Polars scans both fill it).
+COLUMN_DEFAULTS: dict[str, dict[str, str]] = {"runs": {"environment": "agents"}}
 
 # Tables written one folder per partition (`batch_id=<key>/part-*.parquet`); the rest are a single file.
 # The run-batch tables and rm_scores are partitioned by run batch; orchestration_samples and plan_scores by

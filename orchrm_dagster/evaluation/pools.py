@@ -19,13 +19,14 @@ def candidate_pool(root: StorageRoot, settings: EvaluationSettings, champions: M
     """One row per labeled run on a problem the champion of its domain never saw (`champions`, `seen_problems`: by
     domain; held_out=False: on a problem it saw instead) (ids and numbers only: the texts stay in Parquet until a verifier or a judge needs them, see
     `run_texts`): its correctness, vote key (the labeler's extracted answer, normalised), the score and tokens of
-    its domain's champion (null when that version did not score it), its plan's log-probability and its execution
+    its domain's champion (null when that version did not score it), its plan's hash and log-probability and its execution
     tokens. `pkey` numbers the problems of each (benchmark, policy), `idx` a problem's runs in run_id order, `m` is
     the pool size. Tokens are split by stage: `plan_tokens` generated the plan (the orchestrator's prompt and
     completion; every sampled plan pays them, executed or not), `exec_tokens` executed it (the sub-agents)."""
     orchestrator_parts = pl.col("orchestrator_prompt_tokens") + pl.col("orchestrator_completion_tokens")
     runs = scan_table(root, "runs").select(
-        "run_id", "benchmark", pl.col("policy_name").alias("policy"), "problem_id", pl.col("plan_logprob").alias("logprob"),
+        "run_id", "benchmark", policy_in_environment(), "policy_name", "problem_id", "plan_hash",
+        pl.col("plan_logprob").alias("logprob"),
         pl.coalesce("orchestrator_tokens", orchestrator_parts, pl.lit(0, dtype=pl.Int64)).alias("plan_tokens"),
         pl.col("subagent_tokens").fill_null(0).alias("exec_tokens"))
     labels = (scan_table(root, "labels").filter(pl.col("is_correct").is_not_null())
@@ -42,8 +43,21 @@ def candidate_pool(root: StorageRoot, settings: EvaluationSettings, champions: M
     if settings.benchmarks:
         pool = pool.filter(pl.col("benchmark").is_in(settings.benchmarks))
     if settings.policies:
-        pool = pool.filter(pl.col("policy").is_in(settings.policies))
+        pool = pool.filter(pl.col("policy_name").is_in(settings.policies))
+    pool = pool.drop("policy_name")
     return index_pool(pool.with_columns(answer=vote_key(pl.col("extracted"))).drop("extracted").collect())
+
+
+def policy_in_environment() -> pl.Expr:
+    """The pool's `policy`: the run's policy name, followed by its environment where that is not real agents, so pools
+    never mix environments and every table and plot made from simulated runs says so ("fewshot [simulated]")."""
+    from orchrm_dagster.environments import environments
+
+    simulated = [name for name, entry in environments().items() if entry.simulated]
+    label = pl.when(pl.col("environment").is_in(simulated)).then(pl.lit(" [SIMULATED: ") + pl.col("environment")
+                                                                  + pl.lit("]"))
+    return (pl.col("policy_name") + pl.when(pl.col("environment") == "agents").then(pl.lit(""))
+            .otherwise(label.otherwise(pl.lit(" [") + pl.col("environment") + pl.lit("]")))).alias("policy")
 
 
 def _champion_of_benchmark(runs: pl.LazyFrame, champions: Mapping[str, int]) -> pl.DataFrame:

@@ -26,7 +26,7 @@ from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
 from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, run_texts
 from orchrm_dagster.evaluation.settings import EvaluationSettings
 from orchrm_dagster.llm import LLMBackend
-from orchrm_dagster.rm import current_champions, domain_of, newest_champion, pair_problems
+from orchrm_dagster.rm import current_champions, domain_of, newest_champion, no_champion_reason, pair_problems
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 NORMAL_LIMIT = 5000  # above this many problems the bootstrap's normal limit gives the interval
@@ -64,10 +64,12 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
     started = time.perf_counter()
     now = now or datetime.now(timezone.utc)
     chosen = [method_named(name) for name in settings.methods]
+    left_out = {method.name: method.left_out(settings) for method in chosen if method.left_out}
+    chosen = [method for method in chosen if not left_out.get(method.name)]
     champions, seen = _reward_model(root)
     rm_version = newest_champion(champions)  # names the champions in the id; each row names its domain's
     evaluation_id = f"{now:%Y%m%dT%H%M%S}-v{rm_version or 0}-{_digest(settings, now)}"
-    outcome = EvaluationOutcome(evaluation_id, rm_version, [])
+    outcome = EvaluationOutcome(evaluation_id, rm_version, [], notes=[note for note in left_out.values() if note])
     unrecorded = sorted({champions[domain] for domain, problems in seen.items() if problems is None})
     if unrecorded:
         paired = frozenset(scan_table(root, "pairs").select("problem_id").unique().collect()["problem_id"].to_list())
@@ -77,9 +79,9 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
     pool = candidate_pool(root, settings, champions, seen)
     outcome.held_out_excluded = len(frozenset().union(*seen.values()))
     outcome.runs_without_score = pool.filter(pl.col("score").is_null()).height
-    if rm_version is None:
-        outcome.notes += [f"no reward model yet: {method.name} ranks every run last (ties by run_id)"
-                          for method in chosen if method.needs_reward_model]
+    refused = _refused_benchmarks(root, pool, champions) if any(m.needs_reward_model for m in chosen) else {}
+    outcome.notes += [f"{method.name} on {benchmark}: not evaluated, {reason}" for method in chosen
+                      if method.needs_reward_model for benchmark, reason in sorted(refused.items())]
     judges = [method.name for method in chosen if method.needs_llm]
     if judges and settings.judge.ns:
         outcome.notes.append(f"{', '.join(judges)}: evaluated at N = {', '.join(map(str, settings.judge.ns))} only "
@@ -89,7 +91,7 @@ def evaluate(root: StorageRoot, settings: EvaluationSettings, judge_backend: LLM
     pool, verifier_rows = prepared.pool, prepared.tables.get("verifier_scores")
     outcome.notes += prepared.notes
     outcome.method_reports = prepared.reports
-    per_problem = _per_problem_results(root, pool, chosen, settings, judge_backend, outcome)
+    per_problem = _per_problem_results(root, pool, chosen, settings, judge_backend, outcome, frozenset(refused))
     outcome.rows = _rows(per_problem, settings, evaluation_id, champions, now)
     outcome.problems = per_problem.select(GROUP).unique().height if per_problem.height else 0
     _write(root, outcome, per_problem, verifier_rows)
@@ -105,6 +107,12 @@ def _reward_model(root: StorageRoot) -> tuple[dict[str, int], dict[str, frozense
     return champions, {domain: seen[version] for domain, version in champions.items()}
 
 
+def _refused_benchmarks(root: StorageRoot, pool: pl.DataFrame, champions: dict[str, int]) -> dict[str, str]:
+    """Benchmark -> why a method that ranks by the champion's scores refuses it: its domain has no champion."""
+    benchmarks = pool["benchmark"].unique().sort().to_list() if pool.height else []
+    return {b: no_champion_reason(root, domain_of(b)) for b in benchmarks if domain_of(b) not in champions}
+
+
 def _digest(settings: EvaluationSettings, now: datetime) -> str:
     return hashlib.sha256(f"{settings}{now.isoformat()}".encode()).hexdigest()[:8]
 
@@ -113,20 +121,28 @@ def _digest(settings: EvaluationSettings, now: datetime) -> str:
 
 
 def _per_problem_results(root, pool: pl.DataFrame, chosen: list[EvaluationMethod], settings: EvaluationSettings,
-                         judge_backend, outcome: EvaluationOutcome) -> pl.DataFrame:
+                         judge_backend, outcome: EvaluationOutcome, refused: frozenset[str] = frozenset()
+                         ) -> pl.DataFrame:
+    """`refused`: benchmarks whose domain has no champion, which the methods that rank by its scores leave out."""
     results = []
     baseline = one_sample(pool)
     means = token_means(pool)
     keys = pool.select("pkey", *GROUP).unique()  # names the set-based methods' per-pkey rows
+    scorable = ~pl.col("benchmark").is_in(sorted(refused))
+
+    def rows_of(method: EvaluationMethod, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(scorable) if method.needs_reward_model and refused else frame
+
     for n in sorted(set(settings.ns)):
         if n == 1:  # one candidate: every method evaluated at N=1 takes it, and there is nothing to verify
-            results += [_tag(baseline, method, 1, means) for method in chosen if _evaluated_at(method, 1, settings)]
+            results += [_tag(rows_of(method, baseline), method, 1, means) for method in chosen
+                        if _evaluated_at(method, 1, settings)]
             continue
         at_n = [method for method in chosen if _evaluated_at(method, n, settings)]
         for method in at_n:
             if method.kind is MethodKind.RANKED:
                 with timed_into(outcome.method_seconds, method.name):
-                    results.append(_tag(method.choose(pool, n, settings), method, n, means))
+                    results.append(_tag(method.choose(rows_of(method, pool), n, settings), method, n, means))
         set_based = [method for method in at_n if method.kind is not MethodKind.RANKED]
         for part in _slices(pool, n, settings) if set_based else ():
             members = candidate_set_members(part, n, settings, stream=part["pkey"][0])

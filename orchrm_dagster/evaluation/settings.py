@@ -43,12 +43,12 @@ class VerifierSettings:
 class OffShelfRMSettings:
     model: str | None = Field(
         default=None, description="Sequence-classification model folder, or an installed package that ships one (its "
-                                  "get_model_path()); unset = the untrained backbone the champion was initialised "
-                                  "from, its scalar head initialised with `seed`")
+                                  "get_model_path()); unset = offshelf_rm is left out (an untrained backbone with a "
+                                  "random head is no baseline)")
     input_format: InputFormat | None = Field(default=None, description="graph_first | plan_text; unset = the "
                                                                        "champion's")
     max_length: int | None = Field(default=None, description="Tokens of (question, plan) read; unset = the champion's")
-    seed: int = Field(default=0, description="Seeds a freshly initialised scalar head")
+    seed: int = Field(default=0, description="Seeds a scalar head where the model has none")
     device: Device = Field(default="auto", description="auto | cpu | cuda")
     batch_size: int = Field(default=32, description="Plans per forward pass at most")
 

@@ -67,29 +67,28 @@ def ingest(files: tuple[Path, ...]) -> None:
     with step_progress(console, total=len(files)) as progress:
         outcomes = ingest_files(_definitions(), list(files), **_ingest_callbacks(progress))
     _print_outcomes(outcomes)
-    if any(o.status != "SUCCESS" for o in outcomes):
+    if not all(o.ok for o in outcomes):
         sys.exit(1)
 
 
 @main.command()
 @click.argument("batches", nargs=-1, required=True)
 def reingest(batches: tuple[str, ...]) -> None:
-    """Ingest and label BATCHES (batch ids or names of files already in the landing zone) again: what a failed
-    batch needs once its cause is fixed. The loop's own ingest step, so the loop sees it done."""
-    from orchrm_dagster.glue.commands import ingest_landed
-    from orchrm_dagster.storage import batch_id_for
+    """Ingest and label BATCHES again: batch ids, or names of landed files (each file's batch, read whole again:
+    what a failed file or batch needs once its cause is fixed). The loop's own ingest step, so the loop sees it
+    done."""
+    from orchrm_dagster.glue.commands import ingest_batches, resolve_batches
 
     defs = _definitions()
     root = defs.resources["storage"].storage_root()
-    landed = {f.batch_id: f.name for f in root.landed_files()}
-    unknown = [b for b in batches if b not in landed and batch_id_for(b) not in landed]
+    found, unknown = resolve_batches(root, list(batches))
     if unknown:
-        raise click.BadParameter(f"not in {root.uri('landing')}: {', '.join(unknown)}", param_hint="BATCHES")
-    names = [landed.get(b) or landed[batch_id_for(b)] for b in batches]
-    with step_progress(console, total=len(names)) as progress:
-        outcomes = ingest_landed(defs, names, **_ingest_callbacks(progress))
+        raise click.BadParameter(f"no batch and no file in {root.uri('landing')} of that name: {', '.join(unknown)}",
+                                 param_hint="BATCHES")
+    with step_progress(console, total=len(set(found))) as progress:
+        outcomes = ingest_batches(defs, found, **_ingest_callbacks(progress))
     _print_outcomes(outcomes)
-    if any(o.status != "SUCCESS" for o in outcomes):
+    if not all(o.ok for o in outcomes):
         sys.exit(1)
 
 
@@ -155,44 +154,99 @@ def query(statement: str, fmt: str) -> None:
 
 @main.command()
 def status() -> None:
-    """Batches, runs, quarantined lines and labels, per batch and in total; and each landed file's ingest state (a
-    failed one with the cause of its latest run, until it is re-ingested)."""
+    """Batches, their files, runs, quarantined lines and labels, per batch and in total; each batch's ingest state (a
+    failed one with the cause of its latest run, a file its ingest could not read with why, until it is
+    re-ingested); the landed files no batch holds yet; and the files whose lines were quarantined, each with its
+    first bad line."""
     import sql
 
     storage = _storage()
     warehouse = storage.warehouse()
-    states = _batch_states(storage.storage_root())
-    if not warehouse.exists() and not states:
+    states, pending = _batch_states(storage.storage_root())
+    if not warehouse.exists() and not states and not pending:
         raise click.ClickException(f"nothing landed or ingested yet under {storage.storage_root().url}")
     rows = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
     counts = ["runs", "quarantined", "labeled", "correct"]
     by_batch = {batch: dict.fromkeys(counts, 0) for batch in states} | {r["batch_id"]: r for r in rows}
     table = []
-    for batch in sorted(by_batch):  # a batch whose file left the landing zone was ingested, or it would not be here
-        state, cause = states.get(batch, ("ingested", ""))
-        table.append([batch, *(by_batch[batch][c] for c in counts), state, cause])
-    totals = ["total"] + [sum(row[c] for row in by_batch.values()) for c in counts] + ["", ""]
-    _print_rows(["batch_id", *counts, "state", "cause"], table + [totals],
-                caption=f"Batches under {storage.storage_root().url}: runs ingested, lines quarantined, runs labeled "
-                        f"and labeled correct; state: the landed file's ingest")
-    failed = [state for state, _ in states.values() if state.startswith("failed")]
+    for batch in sorted(by_batch):  # a batch whose files left the landing zone was ingested, or it would not be here
+        files, state, cause = states.get(batch, ("", "ingested", ""))
+        table.append([batch, files, *(by_batch[batch][c] for c in counts), state, cause])
+    if pending:
+        table.append(["(no batch yet)", pending, 0, 0, 0, 0, "landed", "the loop cuts them into a batch"])
+    totals = ["total", sum(row[1] or 0 for row in table)] + [sum(row[c] for row in by_batch.values())
+                                                             for c in counts] + ["", ""]
+    _print_rows(["batch_id", "files", *counts, "state", "cause"], table + [totals],
+                caption=f"Batches under {storage.storage_root().url}: landed files, runs ingested, lines "
+                        f"quarantined, runs labeled and labeled correct; state: the batch's ingest")
+    failed = [state for _, state, _ in states.values() if "failed" in state]
     if failed:
-        console.print(f"[red]{len(failed)} landed batch(es) failed to ingest; re-ingest with "
-                      f"`orchrm reingest BATCH` once the cause is fixed, or land them again[/red]")
+        console.print(f"[red]{len(failed)} batch(es) failed to ingest, or have files that could not be read; "
+                      f"re-ingest with `orchrm reingest FILE` (or BATCH) once the cause is fixed, or land the file "
+                      f"again[/red]", soft_wrap=True)
+    if warehouse.exists():
+        _print_quarantined_files(warehouse)
+        _print_environments(warehouse)
+        _print_round_verdicts(warehouse)
 
 
-def _batch_states(root) -> dict[str, tuple[str, str]]:
-    """batch id -> (state, cause) of each landed file (`orchrm_dagster.loop.batch_states`). Only a file not ingested
-    needs the loop and the Dagster instance (a run in flight, or why its runs failed); when every landed file is
-    ingested, neither is imported."""
-    landed = root.landed_files()
-    if all(root.is_ingested(f) for f in landed):
-        return {f.batch_id: ("ingested", "") for f in landed}
+def _print_quarantined_files(warehouse) -> None:
+    """Each file whose lines were quarantined: how many, and its first bad line (file:line: why)."""
+    import sql
+
+    rows = warehouse.query(sql.load("quarantined_files")).to_pylist()
+    if rows:
+        _print_rows(["file", "batch_id", "quarantined", "first bad line"],
+                    [[r["source_file"], r["batch_id"], r["quarantined"], r["first_reason"]] for r in rows],
+                    caption="Files with quarantined lines (orchrm query \"select * from quarantine\" for every line)")
+
+
+def _print_environments(warehouse) -> None:
+    """A line per environment whose runs were not executed by real sub-agents (the warehouse alone: status imports no
+    model code): a simulated environment's runs name their truth function in their meta."""
+    rows = warehouse.query(
+        "select environment, json_extract_string(meta, '$.simulated_truth') AS truth, count(*) AS runs from runs "
+        "where environment <> 'agents' group by all order by all").to_pylist()
+    for row in rows:
+        drawn = f", correctness drawn by the {row['truth']} truth function" if row["truth"] else ""
+        console.print(f"[yellow]SIMULATED: {row['runs']} run(s) executed in the {row['environment']} environment, not "
+                      f"by real sub-agents{drawn}: every figure made from them is simulated[/yellow]", soft_wrap=True)
+
+
+def _print_round_verdicts(warehouse) -> None:
+    """The policy gate's latest verdict, and every round flagged as suspected reward hacking."""
+    rows = warehouse.query("select round, verdict, promoted, reason, environment, reward_hacking from grpo_rounds "
+                           "order by round").to_pylist()
+    if not rows:
+        return
+    latest = rows[-1]
+    where = (f" (held-out plans executed in the {latest['environment']} environment: SIMULATED)"
+             if latest["environment"] not in (None, "agents") else "")
+    verdict = latest["verdict"] or ("promoted" if latest["promoted"] else "not promoted")
+    console.print(f"round {latest['round']}{where}: {verdict}: {latest['reason']}", soft_wrap=True)
+    for row in rows:
+        if row["reward_hacking"]:
+            console.print(f"[red]round {row['round']}: suspected reward hacking, not promoted: {row['reason']}[/red]",
+                          soft_wrap=True)
+
+
+def _batch_states(root) -> tuple[dict[str, tuple[int, str, str]], int]:
+    """(batch id -> (landed files, state, cause) of each batch (`orchrm_dagster.loop.batch_states`), landed files no
+    batch holds yet). Only a batch not ingested needs the loop and the Dagster instance (a run in flight, or why its
+    runs failed); when every batch is ingested, neither is imported."""
+    from orchrm_dagster.storage import ingested_state, landing_view
+
+    landing = landing_view(root)
+    if all(view.ingested for view in landing.batches):
+        return {v.batch_id: (len(v.names), *ingested_state(len(v.names), v.failed_files))
+                for v in landing.batches}, len(landing.pending)
     from orchrm_dagster.glue.instance import cli_instance
     from orchrm_dagster.glue.loop import loop_state
     from orchrm_dagster.loop import batch_states
 
-    return {s.batch_id: (s.state, s.cause) for s in batch_states(loop_state(cli_instance(), root))}
+    files = {v.batch_id: len(v.names) for v in landing.batches}
+    return ({s.batch_id: (files.get(s.batch_id, 0), s.state, s.cause)
+             for s in batch_states(loop_state(cli_instance(), root))}, len(landing.pending))
 
 
 @main.command(name="export-pairs")
@@ -211,41 +265,6 @@ def export_pairs_command(path: str, fmt: str | None, sources: tuple[str, ...], s
     except (ValueError, OSError) as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"{count} pairs -> {path}")
-
-
-@main.command(name="orchestrate")
-@click.option("--benchmark", default="gsm8k", show_default=True, help="A benchmark of the problems table.")
-@click.option("--policy", "policy_names", multiple=True,
-              help="Policy name(s), a configured one or a checkpoint (grpo-rNNNN); default or `all`: every configured "
-                   "policy.")
-@click.option("--problems", "problem_limit", default=4, show_default=True, help="The first N problems.")
-@click.option("--samples", "n_samples", default=2, show_default=True, help="Plans per problem.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--best-of", "best_of", type=click.IntRange(min=1), default=None,
-              help="Best-of-N before rollout: sample N plans per problem (at least), let the champion reward model "
-                   "score them, and execute only the best of each problem.")
-@click.option("--ingest/--no-ingest", default=True, show_default=True, help="Ingest and label the landed runs.")
-def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, best_of, ingest) -> None:
-    """Sample orchestration plans, execute them with sub-agents, land (and ingest) the runs."""
-    from orchrm_dagster.glue.commands import ingest_landed
-    from orchrm_dagster.glue.main_job import orchestrate_policies, resolve_policies, sampling_step
-
-    from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
-
-    defs = _definitions()
-    if best_of:
-        n_samples = max(n_samples, best_of)
-    sampling = PlanSamplingSettings(n_samples=n_samples, problem_limit=problem_limit, seed=seed)
-    execution = ExecutionSettings(selection="orchrm_bon", best_of_n=best_of) if best_of else ExecutionSettings()
-    with step_progress(console) as progress:
-        executions = _or_exit(lambda: orchestrate_policies(
-            defs, benchmark, resolve_policies(defs, policy_names), sampling, execution,
-            on_start=lambda name: progress.step(sampling_step(benchmark, name, n_samples, problem_limit)),
-            on_done=lambda done: progress.finish(_execution_summary(done))))
-        outcomes = (ingest_landed(defs, [e.metadata["landed_batch"] for e in executions], **_ingest_callbacks(progress))
-                    if ingest else [])
-    if outcomes:
-        _print_outcomes(outcomes)
 
 
 def _run_config(config_file: Path | None) -> dict | None:
@@ -306,6 +325,11 @@ def _print_reward_model_summary() -> None:
                  "val accuracy by domain"], table,
                 caption="Reward-model versions: the pairs each trained and was validated on, and its accuracy on the "
                         "validation pairs (all, and by domain)")
+    from orchrm_dagster.rm import champion_refusals
+
+    # scoring, Best-of-N, the rounds and `orchrm serve` refuse these domains until a version beats chance there
+    for domain, why in champion_refusals(_storage().storage_root()).items():
+        console.print(f"[yellow]{domain}: {why}[/yellow]", soft_wrap=True)
 
 
 def _rounded(value: float | None) -> float | None:
@@ -407,6 +431,8 @@ def evaluate_command(benchmarks, policies, methods, ns, judge_draws, judge_ns) -
         result = _or_exit(lambda: materialize_or_fail(_definitions(), 'key:"evaluation"', run_config))
     metadata = materialization_metadata(result, "evaluation")
     _print_evaluation(metadata["evaluation_id"])
+    if metadata.get("notes", "none") != "none":  # what was left out, and why
+        console.print(str(metadata["notes"]), soft_wrap=True)
     for name in ("accuracy_vs_n_file", "accuracy_vs_tokens_file"):
         if name in metadata:
             console.print(f"{name.removesuffix('_file').replace('_', ' ')}: {metadata[name]}", soft_wrap=True)
@@ -452,6 +478,40 @@ def _method_names() -> list[str]:
     return list(method_names())
 
 
+def _environment_names() -> list[str]:
+    from orchrm_dagster.environments import environment_names
+
+    return list(environment_names())
+
+
+def _environment_help() -> str:
+    from orchrm_dagster.environments import environments
+
+    listed = "; ".join(f"{name}: {entry.description}" for name, entry in environments().items())
+    return f"Where plans execute and where their correctness comes from (default: agents). {listed}."
+
+
+def _truth_names() -> list[str]:
+    from orchrm_dagster.truths import truth_names
+
+    return list(truth_names())
+
+
+def _truth_help() -> str:
+    from orchrm_dagster.truths import truths
+
+    listed = "; ".join(f"{name}: {truth.description}" for name, truth in truths().items())
+    return f"With --environment simulated: what decides a plan's correctness (default: plan_success_rate). {listed}."
+
+
+def _environment_options(command):
+    """--environment and --truth, the same on every command that executes plans."""
+    command = click.option("--truth", type=_RegistryChoice(_truth_names), default=None, cls=_LazyHelpOption,
+                           help_from=_truth_help)(command)
+    return click.option("--environment", type=_RegistryChoice(_environment_names), default=None,
+                        cls=_LazyHelpOption, help_from=_environment_help)(command)
+
+
 class _RegistryChoice(click.ParamType):
     """One of the names a registry holds, read when the option is used or its help shown (not at import)."""
 
@@ -467,6 +527,47 @@ class _RegistryChoice(click.ParamType):
         if value not in self.names():
             self.fail(f"{value!r} is not one of {', '.join(self.names())}", param, ctx)
         return value
+
+
+@main.command(name="orchestrate")
+@click.option("--benchmark", default="gsm8k", show_default=True, help="A benchmark of the problems table.")
+@click.option("--policy", "policy_names", multiple=True,
+              help="Policy name(s), a configured one or a checkpoint (grpo-rNNNN); default or `all`: every configured "
+                   "policy.")
+@click.option("--problems", "problem_limit", default=4, show_default=True, help="The first N problems.")
+@click.option("--samples", "n_samples", default=2, show_default=True, help="Plans per problem.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--best-of", "best_of", type=click.IntRange(min=1), default=None,
+              help="Best-of-N before rollout: sample N plans per problem (at least), let the champion reward model "
+                   "score them, and execute only the best of each problem.")
+@click.option("--ingest/--no-ingest", default=True, show_default=True, help="Ingest and label the landed runs.")
+@_environment_options
+def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed, best_of, ingest, environment,
+                        truth) -> None:
+    """Sample orchestration plans, execute them (with sub-agents, or in a simulated environment), land (and ingest)
+    the runs."""
+    from orchrm_dagster.glue.commands import ingest_landed
+    from orchrm_dagster.glue.main_job import orchestrate_policies, resolve_policies, sampling_step
+
+    from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
+
+    defs = _definitions()
+    if best_of:
+        n_samples = max(n_samples, best_of)
+    sampling = PlanSamplingSettings(n_samples=n_samples, problem_limit=problem_limit, seed=seed)
+    execution = ExecutionSettings(selection="orchrm_bon", best_of_n=best_of) if best_of else ExecutionSettings()
+    if truth is not None and environment not in (None, "simulated"):
+        raise click.BadParameter("--truth applies to --environment simulated", param_hint="--truth")
+    execution = execution.in_environment(environment or ("simulated" if truth else None), truth)
+    with step_progress(console) as progress:
+        executions = _or_exit(lambda: orchestrate_policies(
+            defs, benchmark, resolve_policies(defs, policy_names), sampling, execution,
+            on_start=lambda name: progress.step(sampling_step(benchmark, name, n_samples, problem_limit)),
+            on_done=lambda done: progress.finish(_execution_summary(done))))
+        outcomes = (ingest_landed(defs, [e.metadata["landed_batch"] for e in executions], **_ingest_callbacks(progress))
+                    if ingest else [])
+    if outcomes:
+        _print_outcomes(outcomes)
 
 
 @main.command(name="loop")
@@ -489,8 +590,13 @@ class _RegistryChoice(click.ParamType):
               help="Stop between rounds once the rounds' generation, reward and rollout tokens reach this.")
 @click.option("--retrain-min-new-pairs", type=click.IntRange(min=0), default=None,
               help="Retrain the reward model once this many pairs arrived since it last trained.")
+@click.option("--heldout-problems", type=click.IntRange(min=1), default=None,
+              help="Held-out problems the policy gate executes plans of (default: the round config's, 32).")
+@click.option("--heldout-samples", type=click.IntRange(min=1), default=None,
+              help="Plans per held-out problem (default: the round config's, 4).")
+@_environment_options
 def loop_command(rounds, method, rewards, reward_weights, start, steps, group_size, token_budget,
-                 retrain_min_new_pairs) -> None:
+                 retrain_min_new_pairs, heldout_problems, heldout_samples, environment, truth) -> None:
     """The loop that keeps learning, as the daemon runs it: the same decisions and the same runs as the loop's
     sensors (ingest what landed, rebuild pairs, retrain the reward model when enough new pairs arrived, score,
     roll out the last promoted checkpoint, start the next GRPO round), run here in-process until ROUNDS more rounds
@@ -508,7 +614,9 @@ def loop_command(rounds, method, rewards, reward_weights, start, steps, group_si
     before = len(finished_rounds(root))
     round_changes = {key: value for key, value in (("method", method), ("rewards", rewards),
                                                    ("reward_weights", reward_weights),
-                                                   ("start", start), ("steps", steps), ("group_size", group_size))
+                                                   ("start", start), ("steps", steps), ("group_size", group_size),
+                                                   ("heldout_problems", heldout_problems),
+                                                   ("heldout_samples", heldout_samples))
                      if value is not None}
     if rewards is not None and reward_weights is None:
         round_changes["reward_weights"] = ()  # the configured weights belong to the configured rewards
@@ -517,6 +625,9 @@ def loop_command(rounds, method, rewards, reward_weights, start, steps, group_si
     try:
         loop = dataclasses.replace(loop, rounds=before + rounds,
                                    round=dataclasses.replace(loop.round, **round_changes), **changes)
+        if truth is not None and environment not in (None, "simulated"):
+            raise ValueError("--truth applies to --environment simulated")
+        loop = loop.in_environment(environment or ("simulated" if truth else None), truth)
     except (pydantic.ValidationError, ValueError) as err:
         raise click.BadParameter(str(err)) from err
     with step_progress(console, total=rounds) as progress:
@@ -543,16 +654,17 @@ def loop_command(rounds, method, rewards, reward_weights, start, steps, group_si
 
 
 def _print_grpo_rounds() -> None:
-    rows = _storage().warehouse().query(
-        "select round, coalesce(method, 'grpo') AS method, reward_mode AS mode, rm_version AS rm, steps, "
-        "round(mean_reward, 3) reward, round(kl, 4) kl, generation_tokens AS gen_tokens, reward_tokens AS rm_tokens, "
-        "rollout_tokens, training_tokens AS train_tokens, "
-        "round(heldout_reward_before, 3) heldout_before, round(heldout_reward_after, 3) heldout_after, "
-        "round(heldout_accuracy, 3) heldout_acc, promoted, round(seconds) AS wall_seconds, reason "
-        "from grpo_rounds order by round").to_pylist()
-    _print_rows(list(rows[0]) if rows else ["round"], [list(r.values()) for r in rows],
-                caption="GRPO rounds: mean reward and KL of the last step; tokens are counts (generation, reward "
-                        "model, rollout, training); held-out reward and accuracy before and after the round")
+    from orchrm_dagster.grpo import read_table, rounds_table
+
+    rows = read_table(_storage().storage_root(), "grpo_rounds")
+    headers, table = rounds_table(rows)
+    confidence = f"{rows[-1]['confidence']:.0%}" if rows and rows[-1].get("confidence") else "95%"
+    _print_rows(headers, [list(row) for row in table],
+                caption=f"GRPO rounds: mean reward and KL of the last step; held-out reward (champion's mean score) "
+                        f"and accuracy (executed, correct/plans) before and after, {confidence} intervals; "
+                        f"difference: the interval of accuracy after - before the gate decided on; tokens are counts "
+                        f"(generation, reward model, rollout, training). A SIMULATED environment drew correctness from "
+                        f"a truth function. Why each verdict: orchrm query \"select round, reason from grpo_rounds\"")
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -596,10 +708,10 @@ def _execution_summary(execution) -> str:
 
 
 def _ingest_callbacks(progress) -> dict:
-    """ingest_files / ingest_landed callbacks that show each file as one step, finished with its counts."""
+    """ingest_files / ingest_landed callbacks that show each batch as one step, finished with its counts."""
 
     def done(outcome) -> None:
-        if outcome.status == "SUCCESS":
+        if outcome.ok:
             progress.finish(outcome.summary())
         else:
             progress.fail(outcome.summary())
@@ -609,10 +721,11 @@ def _ingest_callbacks(progress) -> dict:
 
 
 def _print_outcomes(outcomes) -> None:
-    _print_rows(["batch", "runs", "quarantined", "labeled", "correct", "run"],
-                [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status] for o in outcomes],
+    _print_rows(["batch", "runs", "quarantined", "labeled", "correct", "run", "failed files"],
+                [[o.batch_id, o.runs, o.quarantined, o.labeled, o.correct, o.status,
+                  "; ".join(f"{name}: {cause}" for name, cause in o.failed_files)] for o in outcomes],
                 caption="Batches ingested by this command: runs stored, lines quarantined, runs labeled and labeled "
-                        "correct; run: the ingest run's result")
+                        "correct; run: the ingest run's result; failed files: those it could not read, and why")
 
 
 @main.command()

@@ -25,39 +25,99 @@ class BatchOutcome:
     quarantined: int = 0
     labeled: int = 0
     correct: int = 0
+    failed_files: tuple[tuple[str, str], ...] = ()  # (file, cause): files of the batch its ingest could not read
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SUCCESS" and not self.failed_files
 
     def summary(self) -> str:
-        """`48 runs, 6 quarantined, 48 labeled, 30 correct`, or the failure."""
+        """`48 runs, 6 quarantined, 48 labeled, 30 correct`, or the failure; then any file that failed, with why."""
         if self.status != "SUCCESS":
             return self.status
-        return f"{self.runs} runs, {self.quarantined} quarantined, {self.labeled} labeled, {self.correct} correct"
+        failed = "".join(f"; {name} FAILED: {cause}" for name, cause in self.failed_files)
+        return f"{self.runs} runs, {self.quarantined} quarantined, {self.labeled} labeled, {self.correct} correct{failed}"
+
+
+def batch_check_metadata(state) -> dict:
+    """The `batch_ingested` check's metadata for a batch (a loop.BatchState): its file(s), its state, and the cause
+    of a failure, with each file its ingest could not read."""
+    from orchrm_dagster.reporting import markdown_table
+
+    metadata = {"file": state.name, "state": state.state, "cause": state.cause}
+    if state.failed_files:
+        metadata["failed_files"] = dg.MetadataValue.md(markdown_table(["file", "cause"], list(state.failed_files)))
+    return metadata
 
 
 def ingest_files(defs: dg.Definitions, paths: list[Path], on_start: Callable[[str], None] | None = None,
                  on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
-    """Land each file, register it as a run_batches partition, and run the ingest job for it."""
+    """Land each file and ingest it as a batch of its own (a run_batches partition named after it)."""
     root = defs.resources["storage"].storage_root()
     return ingest_landed(defs, [root.land(path).name for path in paths], on_start, on_done)
 
 
 def ingest_landed(defs: dg.Definitions, names: list[str], on_start: Callable[[str], None] | None = None,
                   on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
-    """Run the ingest job for files already in the landing zone: the loop's ingest step of each, as the sensor
-    requests it (same job, same tags), so the loop counts its outcome like any other. `on_start` gets each file's
-    name before its run, `on_done` its outcome after."""
+    """Run the ingest job for files already in the landing zone: each file's batch (one of its own, unless the
+    loop cut it into one already) once, as the loop's ingest step of the batch, as the sensor requests it (same job,
+    same tags), so the loop counts its outcome like any other. `on_start` gets each batch's name before its run,
+    `on_done` its outcome after."""
+    root = defs.resources["storage"].storage_root()
+    return ingest_batches(defs, [_batch_of(root, name) for name in names], on_start, on_done)
+
+
+def _batch_of(root, name: str) -> str:
+    """The batch that holds a landed file: the one the loop cut it into, else a new batch of its own."""
+    from orchrm_dagster.storage import NewBatch, read_index, register_batches
+
+    found = read_index(root).batch_of(name)
+    if found is None:
+        register_batches(root, [NewBatch(batch_id_for(name), (name,), False)])
+        found = read_index(root).batch_of(name)
+    return found
+
+
+def resolve_batches(root, names: list[str]) -> tuple[list[str], list[str]]:
+    """(batch ids, unknown names): each name a batch id, or the name of a file in the landing zone or in a batch
+    (its batch)."""
+    from orchrm_dagster.storage import read_index
+
+    index = read_index(root)
+    landed = [f.name for f in root.landed_files()]
+    found, unknown = [], []
+    for name in names:
+        own = next((f for f in landed if batch_id_for(f) == name), None)  # a one-file batch's id, by its file
+        if name in index.entries:
+            found.append(name)
+        elif name in landed or index.batch_of(name) is not None:
+            found.append(_batch_of(root, name))
+        elif own is not None:
+            found.append(_batch_of(root, own))
+        else:
+            unknown.append(name)
+    return found, unknown
+
+
+def ingest_batches(defs: dg.Definitions, batch_ids: list[str], on_start: Callable[[str], None] | None = None,
+                   on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
+    """Run the loop's ingest step of each batch (each once, in order) in-process."""
     from orchrm_dagster.glue.loop import execute_step
-    from orchrm_dagster.loop import Batch, ingest_step
+    from orchrm_dagster.loop import batch_from_view, ingest_step
+    from orchrm_dagster.storage import landing_view
 
     storage = defs.resources["storage"]
     root = storage.storage_root()
     instance = cli_instance()
     outcomes = []
-    for name in names:
+    for batch_id in dict.fromkeys(batch_ids):
+        views = {view.batch_id: view for view in landing_view(root).batches}
+        batch = batch_from_view(views[batch_id])
         if on_start:
-            on_start(name)
-        landed = root.find_landed(batch_id_for(name))
-        result = execute_step(defs, instance, ingest_step(Batch(landed.batch_id, landed.name, landed.fingerprint, False)))
-        outcomes.append(_outcome(storage, landed.batch_id, result))
+            on_start(batch.name)
+        result = execute_step(defs, instance, ingest_step(batch))
+        after = {view.batch_id: view for view in landing_view(root).batches}.get(batch_id)
+        outcomes.append(_outcome(storage, batch_id, result, after.failed_files if after else ()))
         if on_done:
             on_done(outcomes[-1])
     return outcomes
@@ -131,7 +191,7 @@ def root_cause(error) -> str:
         error.cls_name) else error.message.strip()
 
 
-def _outcome(storage, batch_id: str, result) -> BatchOutcome:
+def _outcome(storage, batch_id: str, result, failed_files=()) -> BatchOutcome:
     status = "SUCCESS" if result.success else "FAILURE: " + "; ".join(failure_messages(result))
     warehouse = storage.warehouse()
     # A batch whose run failed before any view was written (the first batch, say) has no warehouse to count from.
@@ -139,7 +199,7 @@ def _outcome(storage, batch_id: str, result) -> BatchOutcome:
     rows = [r for r in statuses if r["batch_id"] == batch_id]
     counts = rows[0] if rows else {}
     return BatchOutcome(batch_id, status, result.run_id, counts.get("runs", 0), counts.get("quarantined", 0),
-                        counts.get("labeled", 0), counts.get("correct", 0))
+                        counts.get("labeled", 0), counts.get("correct", 0), tuple(failed_files))
 
 
 def materialize_selection(defs: dg.Definitions, selection: str, partition_key: str | None,

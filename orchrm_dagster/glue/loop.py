@@ -4,6 +4,7 @@ classes, and the in-process driver `orchrm loop` uses. The sensors and the CLI r
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,9 +15,9 @@ from orchrm_dagster.glue.config_bridge import from_engine
 from orchrm_dagster.glue.partitions import benchmarks, grpo_rounds, policies, run_batches
 from orchrm_dagster.glue.run_configs import ExecutionConfig, GRPORoundConfig, RewardModelConfig, SamplingConfig
 from orchrm_dagster.loop import Decision, LoopSettings, LoopState, Step, StepRuns, decide, read_state
-from orchrm_dagster.storage import StorageRoot
+from orchrm_dagster.storage import NewBatch, StorageRoot, register_batches
 
-STEP_TAG, LOOP_TAG, SOURCE_FILE_TAG = "orchrm/step", "orchrm/loop", "orchrm/source_file"
+STEP_TAG, LOOP_TAG, SOURCE_FILE_TAG, FILES_TAG = "orchrm/step", "orchrm/loop", "orchrm/source_file", "orchrm/files"
 
 # The job each kind of step runs (assets/jobs.py defines them under these names).
 INGEST_JOB, PAIRS_JOB, RETRAIN_JOB, SCORES_JOB = "ingest_run_batch", "rebuild_pairs", "retrain_reward_model", "score_runs"
@@ -84,6 +85,24 @@ def loop_state(instance: dg.DagsterInstance, root: StorageRoot) -> LoopState:
     return read_state(root, step_runs(instance))
 
 
+def prepare_steps(root: StorageRoot, steps) -> list[Step]:
+    """The steps with the batches this decision cut recorded in the batch index first, so the next decision (and
+    the ingest run) finds their files taken; a batch another process cut first (one of its files is in another
+    batch now) is dropped, and its files are cut again at the next decision."""
+    new = [step.batch for step in steps if step.kind == "ingest" and not step.batch.registered]
+    if not new:
+        return list(steps)
+    recorded = set(register_batches(root, [NewBatch(b.batch_id, b.files, b.paced) for b in new]))
+    prepared = []
+    for step in steps:
+        if step.kind == "ingest" and not step.batch.registered:
+            if step.batch.batch_id not in recorded:
+                continue
+            step = dataclasses.replace(step, batch=dataclasses.replace(step.batch, registered=True))
+        prepared.append(step)
+    return prepared
+
+
 @dataclass(frozen=True)
 class StepRun:
     """A step as Dagster runs it: the job, the partition, the run config, the tags, the partitions to add first."""
@@ -107,8 +126,8 @@ def step_run(step: Step) -> StepRun:
     # can be told apart from one on another machine
     tags = {STEP_TAG: step.key, LOOP_TAG: "1", "orchrm/attempt": str(step.attempt), HOST_TAG: socket.gethostname()}
     if step.kind == "ingest":
-        return StepRun(INGEST_JOB, step.batch.batch_id, dg.RunConfig(), {**tags, SOURCE_FILE_TAG: step.batch.name},
-                       ((run_batches.name, (step.batch.batch_id,)),))
+        tags |= {SOURCE_FILE_TAG: step.batch.name, FILES_TAG: str(max(len(step.batch.files), 1))}
+        return StepRun(INGEST_JOB, step.batch.batch_id, dg.RunConfig(), tags, ((run_batches.name, (step.batch.batch_id,)),))
     if step.kind == "reward_model":
         return StepRun(RETRAIN_JOB, None, dg.RunConfig(ops={"reward_model": from_engine(RewardModelConfig,
                                                                                        step.reward_model)}), tags, ())
@@ -178,7 +197,7 @@ def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step]
             continue
         if not decision.steps:
             raise LoopFailed(f"the loop cannot go on: {describe(decision)}")
-        for step in decision.steps:
+        for step in prepare_steps(root, decision.steps):
             if step.key in done:  # succeeded, yet asked for again: the state did not move, and would not
                 raise LoopFailed(f"{step.key} succeeded but the loop asks for it again: {step.why}")
             on_step(step)

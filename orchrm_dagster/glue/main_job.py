@@ -117,11 +117,13 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
         # the history skips the problems the real runs were made on (its benchmarks take turns), and the
         # held-out batch starts after the history's problems: the reward model sees neither
         first_history_problem = 3 * options.problem_limit
+        # generated runs: their correctness is drawn from the plan_success_rate truth, so they say they are simulated
         write_jsonl(generate_runs(options.history_runs, seed=1, plans_decide=True,
-                                  first_problem=first_history_problem), history)
+                                  first_problem=first_history_problem, environment="simulated"), history)
         write_jsonl(generate_runs(options.held_out_problems * options.held_out_samples, seed=2, plans_decide=True,
                                   samples_per_problem=options.held_out_samples, policies=(HELD_OUT_POLICY,),
-                                  first_problem=first_history_problem + -(-options.history_runs // 8)), held_out)
+                                  first_problem=first_history_problem + -(-options.history_runs // 8),
+                                  environment="simulated"), held_out)
         on_step(f"ingesting a generated history batch ({options.history_runs} runs)")
         outcomes = _ingested(ingest_files(defs, [history]))
         on_done(_summaries(outcomes))

@@ -15,7 +15,10 @@ class MainJobOptions:
     policies: tuple[str, ...] = ("smollm2-fewshot",)
     problem_limit: int = 1
     n_samples: int = 2
-    history_runs: int = 400  # ~350 pairs on 50 problems: those the reward model trains on, and a validation split
+    # ~560 pairs on 150 problems: those the reward model trains on, and a validation split with at least
+    # min_validation_pairs (20) pairs in each domain, which a champion must show it beats chance on (400 runs, 50
+    # problems, left 5 and 10 validation pairs in math and qa: no champion)
+    history_runs: int = 1200
     max_train_pairs: int = 128
     held_out_problems: int = 12
     held_out_samples: int = 8

@@ -61,9 +61,11 @@ def policy_manifest(root: StorageRoot, round_number: int) -> dict:
 
 
 _SCHEMAS = {"policy_checkpoints": POLICY_CHECKPOINTS, "grpo_rounds": GRPO_ROUNDS}
-# Rows written before the policy gate existed: every checkpoint was promoted then; and before training methods
-# existed: every round was GRPO (its training tokens were not counted).
-_OLD_ROW_DEFAULTS = {"promoted": True, "reason": "published before the policy gate", "method": "grpo"}
+# Rows written before the policy gate existed: every checkpoint was promoted then; before training methods existed:
+# every round was GRPO (its training tokens were not counted); before environments: held-out plans ran on real agents
+# (and no gate decided on measured accuracy: `gate` stays null, so such a checkpoint does not count as verified).
+_OLD_ROW_DEFAULTS = {"promoted": True, "reason": "published before the policy gate", "method": "grpo",
+                     "environment": "agents"}
 
 
 def read_table(root: StorageRoot, table: str) -> list[dict]:

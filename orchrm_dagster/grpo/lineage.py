@@ -10,11 +10,15 @@ registry policy it began from), never from another recipe's checkpoint nor from 
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
+from orchrm_dagster.grpo.checkpoints import MANIFEST
 from orchrm_dagster.pairs import CORRECT_OVER_INCORRECT
+from orchrm_dagster.storage import StorageRoot, scan_table
 
 Start = Literal["continue", "scratch"]
+ACCURACY_GATE = "accuracy"  # grpo_rounds.gate of a round whose verdict was decided on measured held-out accuracy
 
 
 def reward_model_sources(start: Start) -> tuple[str, ...]:
@@ -58,3 +62,34 @@ def latest_of_lineage(checkpoints: list[dict], rounds: list[dict], before_round:
 
     rows = [r for r in checkpoints if r["round"] < before_round and r["promoted"] and belongs(r)]
     return max(rows, key=lambda r: r["round"]) if rows else None
+
+
+def verified_checkpoints(rounds: list[dict]) -> tuple[str, ...]:
+    """The checkpoints this root promoted on measured held-out accuracy (`rounds`: grpo_rounds rows): their runs win
+    specialized-over-base pairs (`pairs.policy_side`). A checkpoint promoted on its reward alone, or before the gate
+    was recorded (`gate` null), is not: the reward model it was trained against would be judging itself."""
+    return tuple(sorted(row["policy_checkpoint"] for row in rounds
+                        if row.get("policy_checkpoint") and row.get("promoted") and row.get("gate") == ACCURACY_GATE))
+
+
+def held_out_problems(root: StorageRoot) -> frozenset[str]:
+    """The problems the evaluation and the rounds hold out: every problem an evaluation was measured on, and the
+    held-out problems each published round recorded in its checkpoint's manifest (read alone, never the weights)."""
+    evaluated = scan_table(root, "evaluation_problems").select("problem_id").unique().collect()["problem_id"]
+    found = set(evaluated.drop_nulls().to_list())
+    for name in _policy_manifests(root):
+        with root.fs.open(name, "r") as source:
+            found.update(json.load(source).get("heldout_problems") or ())
+    return frozenset(found)
+
+
+def _policy_manifests(root: StorageRoot) -> list[str]:
+    """The manifest of every published policy checkpoint under the root (checkpoints/policy/rNNNN/manifest.json)."""
+    folder = root.path("checkpoints", "policy")
+    if not root.fs.exists(folder):
+        return []
+    if not root.is_local:
+        root.fs.invalidate_cache(folder)
+    rounds = [entry.rstrip("/") for entry in root.fs.ls(folder, detail=False)]
+    manifests = [f"{entry}/{MANIFEST}" for entry in rounds if entry.rsplit("/", 1)[-1].startswith("r")]
+    return [path for path in manifests if root.fs.exists(path)]

@@ -12,15 +12,16 @@ from filelock import FileLock, Timeout
 
 from orchrm_dagster.grpo.checkpoints import (append_row, base_model_dir, checkpoint_policies, checkpoint_row,
                                              policy_name, publish_checkpoint, read_table)
+from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Reward, policy_gate
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
 from orchrm_dagster.grpo.methods import MethodContext, method_named
 from orchrm_dagster.grpo.rewards import RewardContext, held_out_rewards, plan_parses, reward_kinds
 from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.grpo.train import TrainOutcome
-from orchrm_dagster.labels import label_answer
 from orchrm_dagster.llm import BackendSpec, build_backend
 from orchrm_dagster.mas import question_text, render_prompt
-from orchrm_dagster.orchestration import PlanJob, PolicySpec, Problem, execute_plans, sample_plans, select_problems
+from orchrm_dagster.orchestration import (PolicySpec, Problem, execute_and_label_samples, sample_plans,
+                                          select_problems, samples_executor)
 from orchrm_dagster.rm import champion_scorer, domain_of, trained_on
 from orchrm_dagster.storage import StorageRoot, local_work_dir
 
@@ -36,29 +37,13 @@ class RoundOutcome:
 
 
 @dataclass(frozen=True)
-class GateVerdict:
-    promoted: bool
-    reason: str
-
-
-def policy_gate(before: "HeldOut", after: "HeldOut", margin: float) -> GateVerdict:
-    """A new checkpoint is promoted only if its held-out reward fell by no more than `margin` and its held-out
-    accuracy, where both are measured, did not fall."""
-    if after.reward < before.reward - margin:
-        return GateVerdict(False, f"held-out reward fell from {before.reward:.4f} to {after.reward:.4f} "
-                                  f"(more than the margin {margin})")
-    if before.accuracy is not None and after.accuracy is not None and after.accuracy < before.accuracy:
-        return GateVerdict(False, f"held-out accuracy fell from {before.accuracy:.3f} to {after.accuracy:.3f}")
-    accuracy = (f", accuracy {before.accuracy:.3f} -> {after.accuracy:.3f}"
-                if before.accuracy is not None and after.accuracy is not None else "")
-    return GateVerdict(True, f"held-out reward {before.reward:.4f} -> {after.reward:.4f}{accuracy}")
-
-
-@dataclass(frozen=True)
 class HeldOut:
-    reward: float  # the champion's mean score of the sampled plans (unparseable ones placed as measure_held_out says)
+    """A policy measured on the held-out problems: the champion's rewards of its plans and, where they were executed,
+    how many answered correctly (in the round's environment)."""
+
+    reward: Reward
     plans: list  # the samples
-    accuracy: float | None = None
+    accuracy: Accuracy | None = None
 
 
 def round_problems(root: StorageRoot, settings: GRPOSettings, round_number: int) -> tuple[list[Problem], list[Problem]]:
@@ -112,33 +97,36 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     if problem is not None:
         raise ValueError(problem)
     train, held_out = round_problems(root, settings, round_number)
-    subagent_backend = build_backend(subagents)
-    on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name})")
-    before = _start_checkpoint_after(root, policy, rm_version, settings) or measure_held_out(
-        policy, model_dir, held_out, settings, scorer, subagents, execute=settings.heldout_execute)
+    executor = samples_executor(settings.execution, build_backend(subagents))
+    on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name}), executed in the "
+            f"{executor.environment} environment")
+    before = _start_checkpoint_after(root, policy, rm_version, settings, len(held_out)) or measure_held_out(
+        policy, model_dir, held_out, settings, scorer, subagents, executor, execute=settings.heldout_execute)
     work = local_work_dir(root) / "grpo" / f"r{round_number:04d}"
     method = method_named(settings.method)
     trained = method.train(getattr(settings.method_settings, method.name), MethodContext(
         root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version, subagents,
-        subagent_backend, str(work), on_step))
+        executor, str(work), on_step))
     if trained.untrained is not None:  # nothing new to measure or publish: the starting policy stays in use
-        verdict, after, checkpoint = GateVerdict(False, trained.untrained), before, None
+        verdict = GateVerdict(UNTRAINED, trained.untrained, settings.policy_gate)
+        after, checkpoint = before, None
     else:
         checkpoint = PolicySpec(name=policy_name(round_number), kind="checkpoint",
                                 checkpoint_path=str(work / "model"), step=round_number, prompt=policy.prompt,
                                 max_agents=policy.max_agents, max_new_tokens=policy.max_new_tokens)
         on_step(f"round {round_number}: held-out plans of the new policy")
-        after = measure_held_out(checkpoint, str(work / "model"), held_out, settings, scorer, subagents,
+        after = measure_held_out(checkpoint, str(work / "model"), held_out, settings, scorer, subagents, executor,
                                  execute=settings.heldout_execute)
-        verdict = policy_gate(before, after, settings.policy_margin)
-    on_step(f"round {round_number}: {'promoted' if verdict.promoted else 'not promoted'}: {verdict.reason}")
+        verdict = policy_gate(before.reward, after.reward, before.accuracy, after.accuracy, settings.gate_rule)
+    on_step(f"round {round_number}: {verdict.verdict}: {verdict.reason}")
     row = _round_row(round_number, settings, rm_version, trained, before, after, time.perf_counter() - started,
-                     policy.name, verdict, published=checkpoint is not None)
+                     policy.name, verdict, published=checkpoint is not None, environment=executor.environment)
     path = None
     if checkpoint is not None:
         manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
                     "base_model": model_dir, "method": settings.method, "reward_mode": settings.reward_mode,
-                    "rm_version": rm_version, "settings": repr(settings),
+                    "rm_version": rm_version, "settings": repr(settings), "environment": executor.environment,
+                    "verdict": verdict.verdict, "gate": verdict.gate,
                     "train_problems": [p.problem_id for p in train],
                     "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in (
                         "generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")}}
@@ -186,9 +174,9 @@ def _rewards(settings: GRPOSettings, context: RewardContext) -> list:
 
 
 def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem], settings: GRPOSettings, scorer,
-                     subagents: BackendSpec, execute: bool) -> HeldOut:
-    """The champion's mean score of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
-    `execute`, the share whose execution answers correctly)."""
+                     subagents: BackendSpec, executor, execute: bool) -> HeldOut:
+    """The champion's rewards of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
+    `execute`, how many of them answer correctly when executed by `executor`, in the round's environment)."""
     import dataclasses
 
     backend = build_backend(dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(subagents))
@@ -196,55 +184,75 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
     samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
     accuracy = None
     if execute:
-        correct, _ = execute_and_label(samples, build_backend(subagents), settings.execution)
-        accuracy = sum(correct) / len(samples)
-    return HeldOut(held_out_reward(samples, scorer, settings.unparseable_margin), samples, accuracy)
+        labeled = execute_and_label_samples(samples, executor)
+        accuracy = Accuracy(sum(item.correct for item in labeled), len(samples))
+    return HeldOut(Reward.of(held_out_plan_rewards(samples, scorer, settings.unparseable_margin)), samples, accuracy)
 
 
-def execute_and_label(samples: list, backend, execution) -> tuple[list[bool], list]:
-    """Executes sampled plans (their choices listed to the agents) and labels each answer against its reference:
-    (correct per sample, the execution results)."""
-    results = execute_plans([PlanJob(s.question, s.plan, s.answer_type, s.seed, s.choices) for s in samples],
-                            backend, execution)
-    correct = [r.error is None
-               and label_answer(s.answer_type, s.reference_answer, r.final_answer, s.choices).is_correct
-               for s, r in zip(samples, results)]
-    return correct, results
-
-
-def held_out_reward(samples: list, scorer, margin: float) -> float:
-    """The champion's mean score of the samples. A plan that does not parse counts as the training rule places it,
+def held_out_plan_rewards(samples: list, scorer, margin: float) -> list[float]:
+    """The champion's score of each sample. A plan that does not parse counts as the training rule places it,
     `margin` below the lowest parseable plan of its problem on the champion's raw scale (so before and after are
     measured alike, whatever the champion's offset); where none of a problem's plans parses, below the lowest plan
-    of the whole measurement; where none parses at all, -inf: no checkpoint measures lower."""
+    of the whole measurement; where none parses at all, -inf each: no checkpoint measures lower."""
     parses = [plan_parses(s.plan) for s in samples]
     valid = [s for s, parsed in zip(samples, parses) if parsed]
     scores = iter(scorer.score([s.question for s in valid], [s.plan for s in valid]) if valid else [])
     raw = [next(scores) if parsed else None for parsed in parses]
     by_problem = held_out_rewards(raw, [s.problem_id for s in samples], margin)
     rewards = held_out_rewards(by_problem, [None] * len(samples), margin)
-    return sum(rewards) / len(rewards) if rewards[0] is not None else float("-inf")
+    return rewards if rewards[0] is not None else [float("-inf")] * len(samples)
 
 
-def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int,
-                            settings: GRPOSettings) -> HeldOut | None:
+def held_out_reward(samples: list, scorer, margin: float) -> float:
+    """The mean of `held_out_plan_rewards`."""
+    rewards = held_out_plan_rewards(samples, scorer, margin)
+    return sum(rewards) / len(rewards)
+
+
+def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int, settings: GRPOSettings,
+                            held_out_problems: int) -> HeldOut | None:
     """The held-out measure of the checkpoint a round starts from, taken after its own round, stands for this
-    round's before when the champion is the same (and, with heldout_execute, when that measure has an accuracy).
-    The held-out problems and seeds come from the round config: a loop that changes them mid-way compares apart."""
+    round's before when the champion, the environment and the number of held-out plans are the same (and, with
+    heldout_execute, when that measure has an accuracy). The held-out problems and seeds come from the round config:
+    a loop that changes them mid-way compares apart."""
+    plans = held_out_problems * settings.heldout_samples
     rows = [r for r in read_table(root, "grpo_rounds")
-            if r["policy_checkpoint"] == policy.name and r["rm_version"] == rm_version]
-    if not rows or (settings.heldout_execute and rows[0]["heldout_accuracy"] is None):
+            if r["policy_checkpoint"] == policy.name and r["rm_version"] == rm_version
+            and r["environment"] == settings.execution.environment and r["heldout_plans_after"] == plans]
+    if not rows or (settings.heldout_execute and rows[0]["heldout_correct_after"] is None):
         return None
-    return HeldOut(rows[0]["heldout_reward_after"], [], rows[0]["heldout_accuracy"])
+    row = rows[0]
+    accuracy = Accuracy(row["heldout_correct_after"], plans) if row["heldout_correct_after"] is not None else None
+    return HeldOut(Reward(row["heldout_reward_after"], row["heldout_reward_std_after"] or 0.0, plans), [], accuracy)
 
 
 def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before: HeldOut, after: HeldOut,
-               seconds: float, start_policy: str, verdict: GateVerdict, published: bool) -> dict:
+               seconds: float, start_policy: str, verdict: GateVerdict, published: bool, environment: str) -> dict:
+    confidence = settings.gate_confidence
     return {"round": round_number, "policy_checkpoint": policy_name(round_number) if published else None,
             "reward_mode": settings.reward_mode, "rm_version": rm_version, "steps": trained.steps,
             "mean_reward": trained.mean_reward, "kl": trained.kl, "generation_tokens": trained.generation_tokens,
             "reward_tokens": trained.reward_tokens, "rollout_tokens": trained.rollout_tokens,
-            "heldout_reward_before": before.reward, "heldout_reward_after": after.reward,
-            "heldout_accuracy": after.accuracy, "seconds": seconds, "start_policy": start_policy,
-            "heldout_accuracy_before": before.accuracy, "promoted": verdict.promoted, "reason": verdict.reason,
-            "method": settings.method, "training_tokens": trained.training_tokens}
+            "heldout_reward_before": before.reward.mean, "heldout_reward_after": after.reward.mean,
+            "heldout_accuracy": after.accuracy.value if after.accuracy else None, "seconds": seconds,
+            "start_policy": start_policy,
+            "heldout_accuracy_before": before.accuracy.value if before.accuracy else None,
+            "promoted": verdict.promoted, "reason": verdict.reason,
+            "method": settings.method, "training_tokens": trained.training_tokens,
+            "environment": environment, "gate": verdict.gate, "verdict": verdict.verdict,
+            "reward_hacking": verdict.reward_hacking, "confidence": confidence,
+            **_side_columns("before", before, confidence), **_side_columns("after", after, confidence),
+            "accuracy_difference_low": verdict.difference[0] if verdict.difference else None,
+            "accuracy_difference_high": verdict.difference[1] if verdict.difference else None}
+
+
+def _side_columns(side: str, held_out: HeldOut, confidence: float) -> dict:
+    """The counts and intervals of one side of the gate (`grpo_rounds`' *_before / *_after columns)."""
+    accuracy = held_out.accuracy
+    low, high = accuracy.interval(confidence) if accuracy else (None, None)
+    reward_low, reward_high = held_out.reward.interval(confidence)
+    return {f"heldout_plans_{side}": held_out.reward.plans,
+            f"heldout_correct_{side}": accuracy.correct if accuracy else None,
+            f"heldout_accuracy_low_{side}": low, f"heldout_accuracy_high_{side}": high,
+            f"heldout_reward_std_{side}": held_out.reward.std,
+            f"heldout_reward_low_{side}": reward_low, f"heldout_reward_high_{side}": reward_high}

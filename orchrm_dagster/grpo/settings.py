@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.engine_config import Field, engine_config, sections_config
+from orchrm_dagster.grpo.gate import GateRule
 from orchrm_dagster.grpo.methods import registered_methods
 from orchrm_dagster.grpo.rewards import reward_kinds
 from orchrm_dagster.orchestration import ExecutionSettings
@@ -16,20 +17,12 @@ MethodName = Literal[tuple(registered_methods())]
 MIN_UNPARSEABLE_MARGIN = 0.01  # below it, the gap could vanish in TRL's float32 weighted sum
 
 
-def _sections_class(class_name: str, doc: str, entries: dict) -> type:
-    """One field per registry entry, named after it: that entry's settings section (its `config` class)."""
-    namespace = {"__module__": __name__, "__qualname__": class_name, "__doc__": doc,
-                 "__annotations__": {name: entry.config for name, entry in entries.items()},
-                 **{name: Field(default_factory=entry.config, description=entry.description)
-                    for name, entry in entries.items()}}
-    return engine_config(type(class_name, (), namespace))
-
-
-RewardSettings = _sections_class(
-    "RewardSettings", "Each reward's own settings, by name (read only for the rewards in `rewards`).", reward_kinds())
-MethodSettings = _sections_class(
+RewardSettings = sections_config(
+    "RewardSettings", "Each reward's own settings, by name (read only for the rewards in `rewards`).", reward_kinds(),
+    __name__)
+MethodSettings = sections_config(
     "MethodSettings", "Each training method's own settings, by name (read only for the round's `method`).",
-    registered_methods())
+    registered_methods(), __name__)
 
 
 def small_execution() -> ExecutionSettings:
@@ -103,15 +96,32 @@ class GRPOSettings:
                                   "sub-agents' OpenAI-compatible one")
     save_steps: int = Field(default=1, description="Trainer checkpoint every N steps: an interrupted round "
                                                    "resumes from the last one")
-    heldout_problems: int = Field(default=3, description="Problems (the benchmark's last) no round trains on")
-    heldout_samples: int = Field(default=2, description="Plans sampled per held-out problem, fixed seeds")
-    heldout_execute: bool = Field(default=True, description="Execute the held-out plans for heldout_accuracy")
+    heldout_problems: int = Field(default=32, description="Problems (the benchmark's last) no round trains on; the "
+                                                          "policy gate executes heldout_samples plans of each")
+    heldout_samples: int = Field(default=4, description="Plans sampled per held-out problem, fixed seeds. 32 x 4 = "
+                                                        "128 plans a side tell a 15-point accuracy change at 95%; "
+                                                        "fewer leave the gate undecided more often")
+    heldout_execute: bool = Field(default=True, description="Execute the held-out plans (in the execution's "
+                                                            "environment) for the held-out accuracy the gate decides "
+                                                            "on; off: the checkpoint is unverified")
     heldout_temperature: float = Field(default=0.5, description="Sampling temperature of held-out plans "
                                                                 "(MAS-Orchestra evaluates at 0.5)")
-    policy_margin: float = Field(default=0.0, description="The policy gate: a round's checkpoint is promoted (rolls "
-                                                          "out, and the next round starts from it) only if its "
-                                                          "held-out reward fell by no more than this, and its "
-                                                          "held-out accuracy, where measured, did not fall")
+    policy_gate: Literal["accuracy", "reward_only"] = Field(
+        default="accuracy", description="accuracy: a checkpoint is promoted only on measured held-out accuracy (not "
+                                        "worse than its start's by more than accuracy_margin, at gate_confidence) "
+                                        "and a held-out reward that did not fall; without measured accuracy it is "
+                                        "unverified and not promoted. reward_only: without measured accuracy, "
+                                        "promote on the held-out reward alone (measured accuracy is still tested)")
+    accuracy_margin: float = Field(default=0.05, description="How far held-out accuracy may fall (non-inferiority "
+                                                             "margin) for a checkpoint to be promoted")
+    gate_confidence: float = Field(default=0.95, description="Confidence of the gate's intervals (two-sided; the "
+                                                             "Newcombe interval of the accuracy difference decides)")
+    reward_hacking_rise: float = Field(
+        default=0.5, description="A round whose held-out reward rose by more than this many standard deviations of "
+                                 "its start's held-out rewards while its accuracy did not rise is rejected as "
+                                 "suspected reward hacking")
+    policy_margin: float = Field(default=0.0, description="How far the held-out reward (the champion's mean score) "
+                                                          "may fall for a checkpoint to be promoted")
     execution: ExecutionSettings = Field(default_factory=small_execution,
                                          description="Sub-agents for trajectory rewards and held-out execution")
     scoring: ScoringSettings = Field(default_factory=ScoringSettings, description="How the reward model scores")
@@ -132,6 +142,13 @@ class GRPOSettings:
             raise ValueError("reward_weights must be empty or one weight > 0 per reward")
         if self.unparseable_margin < MIN_UNPARSEABLE_MARGIN:
             raise ValueError(f"unparseable_margin must be >= {MIN_UNPARSEABLE_MARGIN}")
+        if not 0 < self.gate_confidence < 1 or self.accuracy_margin < 0 or self.reward_hacking_rise < 0:
+            raise ValueError("gate_confidence must be in (0, 1), accuracy_margin and reward_hacking_rise >= 0")
+
+    @property
+    def gate_rule(self) -> GateRule:
+        return GateRule(self.policy_gate, self.accuracy_margin, self.gate_confidence, self.policy_margin,
+                        self.reward_hacking_rise)
 
     def training_logs(self, run_dir: str, checkpoint_subdir: str = "") -> TrainingLogs:
         """The logs of the round whose work folder (or published checkpoint) is `run_dir`: its run is named after

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from orchrm_dagster.contract import INT64_MAX, RunRecord, UnstorableValue, check_json, json_text, plan_hash
+from orchrm_dagster.contract import DEFAULT_ENVIRONMENT, INT64_MAX, RunRecord, UnstorableValue, check_json, json_text, plan_hash
 
 # The record field each `runs` column holds, where the names differ (what a quarantined line's `field` names).
 RUN_COLUMN_FIELDS = {
@@ -104,6 +104,7 @@ def run_columns(records: list, derived: list[Derived], batch_id: str, source_fil
         *([d.tokens[i] for d in derived] for i in range(_TOKEN_COLUMNS)),
         [r.plan_logprob for r in records], [r.is_correct for r in records], [r.error for r in records],
         [r.created_at for r in records], [d.meta for d in derived], [source_file] * n, line_numbers,
+        [r.environment or DEFAULT_ENVIRONMENT for r in records],
     ]
 
 

@@ -13,14 +13,25 @@ from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.validate import Rejection, unstorable
 from orchrm_dagster.storage import ParquetSink
 
+# A batch of several files stages each call with its run's file too: a line is (source_file, line_number) there,
+# and the table's calls name only the line
+KEYED_CALLS = SUBAGENT_CALLS.append(pa.field("source_file", pa.string()))
+
+
 class RecordStager:
     def __init__(self, runs_path: str, calls_path: str, quarantine_path: str, batch_id: str, source_name: str,
-                 settings: IngestSettings):
-        self.batch_id, self.source_name, self.settings = batch_id, source_name, settings
+                 settings: IngestSettings, keyed: bool = False):
+        self.batch_id, self.source_name, self.settings, self.keyed = batch_id, source_name, settings, keyed
         self.runs = pq.ParquetWriter(runs_path, RUNS, compression="zstd")
-        self.calls = pq.ParquetWriter(calls_path, SUBAGENT_CALLS, compression="zstd")
+        self.calls = pq.ParquetWriter(calls_path, KEYED_CALLS if keyed else SUBAGENT_CALLS, compression="zstd")
         self.quarantine = ParquetSink(quarantine_path, QUARANTINE, settings.rows_per_group)
         self._clear()
+
+    def begin_source(self, source_name: str) -> None:
+        """The records that follow come from `source_name` (another file of the batch)."""
+        if source_name != self.source_name:
+            self.flush()
+            self.source_name = source_name
 
     def _clear(self) -> None:
         self.lines: list[SourceLine] = []
@@ -61,6 +72,8 @@ class RecordStager:
             calls = calls.filter(pa.array([owner not in bad for owner in call_owner], pa.bool_()))
             for row, (field, reason) in sorted(bad.items()):
                 self.reject(unstorable(self.lines[row], field, reason, self.settings, self.records[row].run_id))
+        if self.keyed:
+            calls = calls.append_column("source_file", pa.array([self.source_name] * calls.num_rows, pa.string()))
         self.runs.write_table(runs)
         self.calls.write_table(calls)
         self._clear()

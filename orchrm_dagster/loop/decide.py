@@ -3,22 +3,27 @@
 
 The order is the chain's: ingest what landed; rebuild pairs from what is ingested; retrain the reward model once
 enough new pairs arrived; score every run with the champion; then the GRPO part: roll out the last promoted
-checkpoint, and start the next round, until the rounds or the token budget are spent. A step whose run is in
-flight is waited for; a step that failed `max_attempts` times is given up on and reported with its cause. A
-batch that failed holds nothing: the chain goes on with the batches that are ingested.
+checkpoint, and start the next round, until the rounds or the token budget are spent. While the rounds' domain has
+no champion reward model (none trained yet, or none whose validation accuracy beat chance), the loop is blocked and
+says why. A step whose run is in flight is waited for; a step that failed `max_attempts` times is given up on and
+reported with its cause. A batch that failed holds nothing: the chain goes on with the batches that are ingested.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
 from orchrm_dagster.grpo import GRPOSettings
+from orchrm_dagster.loop.batching import cut_batches
 from orchrm_dagster.loop.settings import LoopSettings
 from orchrm_dagster.loop.state import Batch, LoopState
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
-from orchrm_dagster.rm import RMTrainConfig
+from orchrm_dagster.storage import batch_name, files_fingerprint, ingested_state
+from orchrm_dagster.rm import RMTrainConfig, domain_of
 
 StepKind = Literal["ingest", "pairs", "reward_model", "scores", "rollout", "round"]
 LEARNING: tuple[StepKind, ...] = ("ingest", "pairs", "reward_model", "scores")  # run whether rounds are on or not
@@ -49,7 +54,7 @@ class Step:
 class Decision:
     steps: tuple[Step, ...] = ()
     waiting: tuple[str, ...] = ()  # steps in flight
-    blocked: str | None = None  # what no step of the loop's own can bring (no reward model without pairs)
+    blocked: str | None = None  # what no step of the loop's own can bring (no champion for the rounds' domain: why)
     failed: tuple[tuple[str, str], ...] = ()  # (step key, cause) of steps given up on
     stopped: str | None = None  # the rounds are done, and why
 
@@ -81,7 +86,7 @@ class _Draft:
 
 
 def ingest_step(batch: Batch) -> Step:
-    """Ingesting one landed file as it is now (a file replaced since is another step)."""
+    """Ingesting one batch as its files are landed now (a file replaced since is another step)."""
     return Step("ingest", f"ingest:{batch.batch_id}:{batch.fingerprint}", 0, f"{batch.name} landed", batch=batch)
 
 
@@ -89,24 +94,28 @@ def ingest_step(batch: Batch) -> Step:
 class BatchState:
     batch_id: str
     name: str
-    state: str  # ingested | ingesting | failed (N runs) | landed
+    state: str  # ingested | ingested, N of M files failed | ingesting | failed (N runs) | landed
     cause: str = ""
+    failed_files: tuple[tuple[str, str], ...] = ()  # (file, cause): files its latest ingest could not read
 
     @property
     def failed(self) -> bool:
-        return self.state.startswith("failed")
+        return self.state.startswith("failed") or bool(self.failed_files)
 
 
 def batch_states(state: LoopState) -> list[BatchState]:
-    """Each landed file: ingested, being ingested, failed (with the cause of its latest run), or landed and not yet
-    asked for. A failed batch stays failed until it is re-ingested or lands again with other content."""
+    """Each batch: ingested, being ingested, failed (with the cause of its latest run), or landed and not yet
+    asked for; an ingested batch with files its ingest could not read names them, each with its cause. A failed
+    batch or file stays failed until it is re-ingested or lands again with other content."""
     found = []
     for batch in state.batches:
+        if batch.ingested:  # most of them: its step's runs need not be looked up
+            name, cause = ingested_state(len(batch.files), batch.failed_files)
+            found.append(BatchState(batch.batch_id, batch.name, name, cause, batch.failed_files))
+            continue
         key = ingest_step(batch).key
         attempts, cause = state.runs.failures.get(key, (0, ""))
-        if batch.ingested:
-            name, cause = "ingested", ""
-        elif key in state.runs.in_flight:
+        if key in state.runs.in_flight:
             name, cause = "ingesting", ""
         elif attempts:
             name = f"failed ({attempts} run{'s' if attempts > 1 else ''})"
@@ -116,16 +125,42 @@ def batch_states(state: LoopState) -> list[BatchState]:
     return found
 
 
+def unclean_batch_states(state: LoopState, reported: Collection[str] = ()) -> list[BatchState]:
+    """The states of the batches that are not cleanly ingested (not ingested, or with files that failed), and of
+    those in `reported` (whose failure was reported): what the loop's sensor reports each tick, a few whatever the
+    number of batches."""
+    unclean = [b for b in state.batches if not b.ingested or b.failed_files or b.batch_id in reported]
+    return batch_states(dataclasses.replace(state, batches=tuple(unclean)))
+
+
 def decide(state: LoopState, settings: LoopSettings) -> Decision:
     draft = _Draft(state, settings)
     for batch in state.batches:
         if not batch.ingested:
             draft.ask(ingest_step(batch))
+    _cut_landed(draft)
     if draft.steps:  # what is landing now is ingested before pairs are built; a failed batch holds nothing
         return draft.decision()
     if _learning(draft):
         return draft.decision()
     return _rounds(draft)
+
+
+def _cut_landed(draft: _Draft) -> None:
+    """The landed files no batch holds yet, cut into new batches as `settings.batching` says (loop.batching); what
+    waits for a later cut is waited for, and holds nothing."""
+    state = draft.state
+    if not state.pending:
+        return
+    cut = cut_batches(state.pending, state.paced_cuts, state.now, draft.settings.batching)
+    landed = {f.name: f for f in state.pending}
+    for new in cut.batches:
+        files = [landed[name] for name in new.files]
+        draft.ask(ingest_step(Batch(new.batch_id, batch_name(new.files), files_fingerprint(files), False, new.files,
+                                    registered=False, paced=new.paced)))
+    if cut.waiting:
+        when = time.strftime("%H:%M:%S UTC", time.gmtime(cut.next_at))
+        draft.waiting.append(f"{cut.waiting} landed file(s) (their batch is cut by {when}, unless it fills first)")
 
 
 def _learning(draft: _Draft) -> bool:
@@ -155,8 +190,11 @@ def _learning(draft: _Draft) -> bool:
 
 def _rounds(draft: _Draft) -> Decision:
     state, settings = draft.state, draft.settings
-    if state.champion is None:
-        draft.blocked = "no champion reward model yet (it trains once the ingested runs make pairs)"
+    domain = domain_of(settings.round.benchmark)
+    if state.champion is None or domain in state.no_champion:
+        # no round is rewarded by a reward model that has not shown, on held-out pairs, that it learned
+        draft.blocked = state.no_champion.get(domain) or ("no champion reward model yet (it trains once the ingested "
+                                                          "runs make pairs)")
         return draft.decision()
     last = state.rounds[-1] if state.rounds else None
     if last is not None and last.promoted and _rollout(draft, last):

@@ -4,12 +4,14 @@ caller, who knows the orchestrator."""
 
 from __future__ import annotations
 
+import time
+
 from orchrm_dagster.grpo import policy_manifest, read_table
 from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
 from orchrm_dagster.pairs import current_pair_ids, pairs_inputs
-from orchrm_dagster.rm import (batches_to_score, current_champions, latest_version, new_pairs_since_training,
-                               newest_champion, trained_on)
-from orchrm_dagster.storage import LandedFile, StorageRoot
+from orchrm_dagster.rm import (batches_to_score, champion_refusals, current_champions, latest_version,
+                               new_pairs_since_training, newest_champion, trained_on)
+from orchrm_dagster.storage import BatchView, StorageRoot, landing_view, no_cycle_collection
 
 
 def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
@@ -18,15 +20,20 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
     pairs, new_pairs = _pair_counts(root, built_from, latest) if built_from is not None else (0, None)
     champions = current_champions(root)
     version = newest_champion(champions)  # changes whenever any domain's champion does
+    landing = landing_view(root)  # the batch index and the landing zone: no read per batch or per file
     return LoopState(
-        batches=tuple(Batch(f.batch_id, f.name, f.fingerprint, is_ingested(root, f)) for f in root.landed_files()),
-        ingested_batches=len(root.batch_ids("runs")),
-        inputs=root.ingested_inputs(),
+        batches=_batches(landing),
+        pending=landing.pending,
+        paced_cuts=landing.index.paced_cuts,
+        now=time.time(),
+        ingested_batches=landing.index.with_runs,
+        inputs=landing.index.inputs,
         pairs_inputs=built_from,
         pairs=pairs,
         new_pairs=new_pairs if pairs else None,
         trained_on=trained_on(root, latest) if latest is not None else None,
         champion=version,
+        no_champion=champion_refusals(root, champions=champions),
         batches_to_score=tuple(batches_to_score(root, champions)) if champions else (),
         rounds=rounds(root),
         runs=runs,
@@ -48,8 +55,32 @@ def _pair_counts(root: StorageRoot, built_from: str, version: int | None) -> tup
     return _PAIR_COUNTS[key]
 
 
-def is_ingested(root: StorageRoot, landed: LandedFile) -> bool:
-    return root.is_ingested(landed)
+_BATCHES: dict[int, tuple[BatchView, Batch]] = {}  # id of a batch's view -> (the view, its Batch)
+
+
+def _batches(landing) -> tuple[Batch, ...]:
+    """A Batch a batch, made again only for a batch whose view changed (storage keeps the views that did not)."""
+    with no_cycle_collection():
+        batches = tuple(_batch_of(view) for view in landing.batches)
+        if len(_BATCHES) > 2 * len(landing.batches) + 1024:  # views of batches that changed since
+            live = {id(view) for view in landing.batches}
+            for key in [key for key in _BATCHES if key not in live]:
+                del _BATCHES[key]
+    return batches
+
+
+def _batch_of(view: BatchView) -> Batch:
+    cached = _BATCHES.get(id(view))
+    if cached is None or cached[0] is not view:
+        cached = _BATCHES[id(view)] = (view, batch_from_view(view))
+    return cached[1]
+
+
+def batch_from_view(view: BatchView) -> Batch:
+    """A batch as the loop sees it, from the batch index and the landing zone (storage.landing_view)."""
+    return Batch(view.batch_id, view.name, view.fingerprint, view.ingested,
+                 view.names, view.failed_files,
+                 paced=view.entry.paced)
 
 
 def rounds(root: StorageRoot) -> tuple[Round, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.grpo import GRPOSettings, reward_model_sources, small_execution
+from orchrm_dagster.loop.batching import BatchingSettings
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import RMTrainConfig
 
@@ -30,6 +31,9 @@ class LoopSettings:
                                         description="Each retraining of the reward model")
     max_attempts: int = Field(default=2, description="Runs of one step before the loop gives up on it and shows "
                                                      "its cause (a batch then stays failed until it lands again)")
+    batching: BatchingSettings = Field(default_factory=BatchingSettings,
+                                       description="How landed files are cut into run batches (one ingest run and "
+                                                   "one run_batches partition each)")
 
     def reward_model_config(self) -> RMTrainConfig:
         """Each retraining's config, with the pair sources of the rounds' recipe (a from-scratch loop trains on
@@ -39,6 +43,20 @@ class LoopSettings:
         sources = reward_model_sources(self.round.start)
         return dataclasses.replace(self.reward_model, pair_sources=sources) if sources else self.reward_model
 
+    def in_environment(self, environment: str | None, truth: str | None = None) -> "LoopSettings":
+        """The loop with its rollouts and its rounds (trajectory rewards, held-out accuracy) executing plans in
+        `environment` (and a simulated one's `truth`): both always in the same one."""
+        import dataclasses
+
+        round_ = dataclasses.replace(self.round, execution=self.round.execution.in_environment(environment, truth))
+        return dataclasses.replace(self, round=round_,
+                                   rollout_execution=self.rollout_execution.in_environment(environment, truth))
+
     def __post_init__(self) -> None:
         if self.rounds < 0 or self.rollout_samples < 1 or self.max_attempts < 1:
             raise ValueError("rounds must be >= 0, rollout_samples and max_attempts >= 1")
+        rollouts, rounds = self.rollout_execution, self.round.execution
+        if (rollouts.environment, rollouts.environment_settings) != (rounds.environment, rounds.environment_settings):
+            raise ValueError(f"the loop's rollouts execute in {rollouts.environment!r} and its rounds in "
+                             f"{rounds.environment!r} (or with other environment settings): set rollout_execution's "
+                             f"and round.execution's environment alike, e.g. `orchrm loop --environment NAME`")

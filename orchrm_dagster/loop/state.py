@@ -5,15 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from orchrm_dagster.storage import LandedFile
+
 
 @dataclass(frozen=True)
 class Batch:
-    """A file in the landing zone."""
+    """A run batch: landed files ingested together (one ingest run, one `run_batches` partition)."""
 
     batch_id: str
-    name: str
-    fingerprint: str
+    name: str  # its file's name, or `first.jsonl +59 files`
+    fingerprint: str  # of its files' content as landed now
     ingested: bool  # its content as landed now is ingested and labeled
+    files: tuple[str, ...] = ()  # its files' names (empty: the one named `name`)
+    failed_files: tuple[tuple[str, str], ...] = ()  # (name, cause): files its latest ingest could not read
+    registered: bool = True  # False: cut by this decision, recorded (glue.loop.prepare_steps) before its run
+    paced: bool = False  # cut by the batching rate, not full (these count against the rate)
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,9 @@ class StepRuns:
 @dataclass(frozen=True)
 class LoopState:
     batches: tuple[Batch, ...] = ()
+    pending: tuple[LandedFile, ...] = ()  # landed files no batch holds yet
+    paced_cuts: tuple[float, ...] = ()  # when the earlier batches cut by the batching rate were cut
+    now: float = 0.0  # when the state was read (seconds since the epoch)
     ingested_batches: int = 0  # run batches in the tables
     inputs: str = ""  # the ingested batches as they are now (StorageRoot.ingested_inputs)
     pairs_inputs: str | None = None  # the ingested batches the pairs were built from (None: no pairs yet)
@@ -48,6 +57,7 @@ class LoopState:
     new_pairs: int | None = None  # pairs added since the reward model last trained (None: it never did)
     trained_on: tuple[str, ...] | None = None  # pair sources the latest reward model trained on (empty: every one)
     champion: int | None = None
+    no_champion: Mapping[str, str] = field(default_factory=dict)  # domain -> why it has no champion (those without)
     batches_to_score: tuple[str, ...] = ()  # run batches without the champion's scores of their current runs
     rounds: tuple[Round, ...] = ()
     runs: StepRuns = StepRuns()

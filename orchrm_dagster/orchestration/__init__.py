@@ -1,7 +1,9 @@
 """The MAS runner: sample orchestration plans from a policy, execute them with sub-agents, land the runs."""
 
-from orchrm_dagster.orchestration.execution import (ExecutionReport, PlanJob, execute_plans, execute_samples,
-                                                    execution_retriever, finished_run_ids, run_record)
+from orchrm_dagster.environments import PlanJob
+from orchrm_dagster.orchestration.execution import (ExecutionReport, execute_and_label_samples, execute_plans,
+                                                    execute_samples, finished_run_ids, plan_job, run_record,
+                                                    samples_executor)
 from orchrm_dagster.orchestration.partition import SamplingReport, execute_and_land, sample_partition
 from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
 from orchrm_dagster.orchestration.sampling import PlanSample, Problem, orchestrator_request, sample_plans
@@ -14,7 +16,7 @@ __all__ = [
     "Cell", "ExecutionReport", "ExecutionSettings", "PlanJob", "execute_plans", "PlanSample", "PlanScore", "ScoredSamples", "Selection", "best_of_n",
     "score_samples", "PlanSamplingSettings", "PolicySpec", "Problem",
     "SAMPLES_TABLE", "SamplingReport", "benchmarks_available", "execute_and_land", "execute_samples",
-    "execution_batch_name", "execution_retriever", "finished_run_ids", "orchestrator_request", "partition_folder",
+    "execute_and_label_samples", "execution_batch_name", "finished_run_ids", "plan_job", "samples_executor", "orchestrator_request", "partition_folder",
     "read_samples",
     "run_id_for", "run_record", "sample_partition", "sample_plans", "sample_seed", "select_problems", "write_samples",
 ]

@@ -1,11 +1,9 @@
-"""Execute sampled plans with sub-agents and write contract-v1 run records, resumably."""
+"""Execute sampled plans in the configured environment and write contract-v1 run records, resumably."""
 
 from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import nullcontext
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -14,9 +12,9 @@ from pathlib import Path
 import orjson
 
 from orchrm_dagster.contract import CONTRACT_VERSION, RunErrorKind
-from orchrm_dagster.llm import CoalescingBackend, LLMBackend, SamplingSettings
-from orchrm_dagster.mas import (AgentContext, BM25Retriever, ExecutionResult, Retriever, execute_plan, load_retriever,
-                                question_text)
+from orchrm_dagster.environments import Executor, Labeled, PlanJob, execute_and_label, executor_for
+from orchrm_dagster.llm import LLMBackend
+from orchrm_dagster.mas import ExecutionResult
 from orchrm_dagster.orchestration.sampling import PlanSample
 from orchrm_dagster.orchestration.settings import ExecutionSettings
 
@@ -31,15 +29,26 @@ class ExecutionReport:
     mean_batch_size: float | None = None  # requests per backend call, when concurrent plans shared batches
     corpus_documents: int = 0  # documents WebSearchAgent searched (0: no retrieval)
     corpus_rejected: tuple[str, ...] = ()  # corpus lines skipped as malformed ("file:line: field: reason")
+    environment: str = "agents"  # where the plans executed (simulated: correctness drawn from a truth function)
 
 
-def execution_retriever(settings: ExecutionSettings) -> BM25Retriever | None:
-    """WebSearchAgent's retriever for `settings.corpus` (built once per process and corpus file version), or None
-    when the settings ask for no retrieval. Every executor entry point takes its retriever from here."""
-    return None if settings.corpus is None else load_retriever(settings.corpus)
+def plan_job(sample: PlanSample) -> PlanJob:
+    """The execution of one sampled plan: its question, choices, reference answer and the run's seed."""
+    return PlanJob(sample.question, sample.plan, sample.answer_type, sample.seed, sample.choices,
+                   sample.reference_answer)
 
 
-def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_model: str,
+def samples_executor(settings: ExecutionSettings, backend: LLMBackend) -> Executor:
+    """The executor of `settings.environment`, with `backend` as the sub-agents' backend where it runs agents."""
+    return executor_for(settings, lambda: backend)
+
+
+def execute_and_label_samples(samples: list[PlanSample], executor: Executor) -> list[Labeled]:
+    """Executes sampled plans in the executor's environment and labels each against its reference."""
+    return execute_and_label([plan_job(s) for s in samples], executor)
+
+
+def run_record(sample: PlanSample, result: ExecutionResult | None, executor: Executor,
                extra_meta: dict | None = None) -> dict:
     """The contract-v1 record of one executed (or unexecutable) plan; `extra_meta` joins its meta."""
     calls = result.subagent_records() if result else []
@@ -58,10 +67,12 @@ def run_record(sample: PlanSample, result: ExecutionResult | None, subagent_mode
                    "subagent_prompt": sub_prompt, "subagent_completion": sub_completion},
         "plan_logprob": sample.plan_logprob, "error": error,
         "created_at": datetime.now(timezone.utc).isoformat(),
+        "environment": executor.environment,
         "meta": {"contract": CONTRACT_VERSION, "orchestrator_model": sample.orchestrator_model,
-                 "subagent_model": subagent_model, "grammar": sample.grammar, "seed": sample.seed,
+                 "subagent_model": executor.model_id, "grammar": sample.grammar, "seed": sample.seed,
                  "plan_error": _plan_error_code(sample, result),
-                 "error_kind": RunErrorKind(error_kind).value if error_kind else None, **(extra_meta or {})},
+                 "error_kind": RunErrorKind(error_kind).value if error_kind else None, **executor.record_meta,
+                 **(extra_meta or {})},
     }
 
 
@@ -90,27 +101,27 @@ def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial:
                     settings: ExecutionSettings = ExecutionSettings(),
                     on_run: Callable[[dict], None] | None = None,
                     meta_by_run: dict[str, dict] | None = None) -> ExecutionReport:
-    """Execute each sample not yet in `partial`, appending its run record as it finishes (flushed per run, so an
-    interrupted execution resumes where it stopped). Up to `settings.concurrent_plans` plans run at once; with a
-    backend that batches in-process their sub-agent calls are merged into shared batches. `meta_by_run` adds
-    fields to the meta of the runs it names."""
+    """Execute each sample not yet in `partial` in the settings' environment, appending its run record as it finishes
+    (flushed per run, so an interrupted execution resumes where it stopped). With real agents up to
+    `settings.concurrent_plans` plans run at once, their sub-agent calls sharing batches on an in-process backend.
+    `meta_by_run` adds fields to the meta of the runs it names."""
     started = time.perf_counter()
-    report = ExecutionReport()
+    executor = samples_executor(settings, backend)
+    report = ExecutionReport(environment=executor.environment)
     done = finished_run_ids(partial)
     samples = list(samples)
     todo = [sample for sample in samples if sample.run_id not in done]
     report.resumed = len(samples) - len(todo)
     partial.parent.mkdir(parents=True, exist_ok=True)
     _drop_torn_tail(partial)
-    retriever = execution_retriever(settings)
-    if retriever is not None:
-        report.corpus_documents, report.corpus_rejected = len(retriever), retriever.rejected
-    shared = _shared_backend(backend, settings.concurrent_plans)
-    with open(partial, "ab") as out, ThreadPoolExecutor(max(1, settings.concurrent_plans)) as pool:
-        running = [pool.submit(_execute_as_worker, sample, shared, settings, retriever) for sample in todo]
-        for finished in as_completed(running):
-            sample, result = finished.result()
-            record = run_record(sample, result, backend.model_id, (meta_by_run or {}).get(sample.run_id))
+    if executor.retriever is not None:
+        report.corpus_documents, report.corpus_rejected = len(executor.retriever), executor.retriever.rejected
+    # a plan whose generation failed has nothing to execute: its record says why
+    unexecutable = [s for s in todo if s.plan_error_kind == RunErrorKind.GENERATION_FAILED]
+    executable = [s for s in todo if s.plan_error_kind != RunErrorKind.GENERATION_FAILED]
+    with open(partial, "ab") as out:
+        def write(sample: PlanSample, result: ExecutionResult | None) -> None:
+            record = run_record(sample, result, executor, (meta_by_run or {}).get(sample.run_id))
             out.write(orjson.dumps(record) + b"\n")
             out.flush()
             os.fsync(out.fileno())
@@ -119,68 +130,21 @@ def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial:
             report.malformed_plans += not sample.plan_parses
             if on_run:
                 on_run(record)
+
+        for sample in unexecutable:
+            write(sample, None)
+        for index, result in executor.completed([plan_job(s) for s in executable]):
+            write(executable[index], result)
     report.seconds = time.perf_counter() - started
-    if isinstance(shared, CoalescingBackend) and shared.batch_sizes:
-        report.mean_batch_size = round(sum(shared.batch_sizes) / len(shared.batch_sizes), 2)
+    report.mean_batch_size = executor.mean_batch_size
     return report
-
-
-def _shared_backend(backend: LLMBackend, concurrent_plans: int) -> LLMBackend:
-    if concurrent_plans > 1 and backend.batches_in_process:
-        return CoalescingBackend(backend)
-    return backend  # an HTTP backend serves concurrent calls itself (the server batches them)
-
-
-def _execute_as_worker(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings,
-                       retriever: Retriever | None):
-    with backend.worker() if isinstance(backend, CoalescingBackend) else nullcontext():
-        return sample, _execute(sample, backend, settings, retriever)
-
-
-def _execute(sample: PlanSample, backend: LLMBackend, settings: ExecutionSettings,
-             retriever: Retriever | None) -> ExecutionResult | None:
-    if sample.plan_error_kind == RunErrorKind.GENERATION_FAILED:
-        return None
-    job = PlanJob(sample.question, sample.plan, sample.answer_type, sample.seed, sample.choices)
-    return _execute_plan(job, backend, settings, retriever)
-
-
-@dataclass(frozen=True)
-class PlanJob:
-    """A plan to execute outside a sampled partition (a GRPO reward, a held-out check)."""
-
-    question: str
-    plan: str
-    answer_type: str
-    seed: int = 0
-    choices: tuple[str, ...] | None = None  # a multiple-choice problem's options: the agents see them listed
 
 
 def execute_plans(jobs: list[PlanJob], backend: LLMBackend,
                   settings: ExecutionSettings = ExecutionSettings()) -> list[ExecutionResult]:
-    """Executes every plan (never raises for one: failures come back in each result's `error`), up to
-    `settings.concurrent_plans` at once with their sub-agent calls sharing batches, in the order given."""
-    shared = _shared_backend(backend, settings.concurrent_plans)
-    retriever = execution_retriever(settings)
-
-    def run(job: PlanJob) -> ExecutionResult:
-        with shared.worker() if isinstance(shared, CoalescingBackend) else nullcontext():
-            return _execute_plan(job, shared, settings, retriever)
-
-    with ThreadPoolExecutor(max(1, settings.concurrent_plans)) as pool:
-        return list(pool.map(run, jobs))
-
-
-def _execute_plan(job: PlanJob, backend: LLMBackend, settings: ExecutionSettings,
-                  retriever: Retriever | None) -> ExecutionResult:
-    ctx = AgentContext(
-        backend=backend,
-        sampling=SamplingSettings(temperature=settings.subagent_temperature,
-                                  max_new_tokens=settings.subagent_max_new_tokens),
-        answer_format=job.answer_type, seed=job.seed, retriever=retriever,
-    )
-    return execute_plan(question_text(job.question, job.choices), job.plan, ctx, settings.agents,
-                        timeout_s=settings.plan_timeout_s)
+    """Executes every plan in the settings' environment (never raises for one: failures come back in each result's
+    `error`), in the order given."""
+    return samples_executor(settings, backend).execute(jobs)
 
 
 def _drop_torn_tail(partial: Path) -> None:

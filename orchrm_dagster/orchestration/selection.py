@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import PLAN_SCORES, plan_hash
 from orchrm_dagster.orchestration.sampling import PlanSample
 from orchrm_dagster.orchestration.store import Cell
-from orchrm_dagster.rm import ScoringSettings, champion_scorer, current_champions, domain_of
+from orchrm_dagster.rm import (NoChampion, ScoringSettings, best_of_n_order, champion_scorer, current_champions,
+                               domain_of, no_champion_reason)
 from orchrm_dagster.storage import StorageRoot
 
 SCORES_TABLE = "plan_scores"
@@ -42,8 +43,7 @@ def score_samples(root: StorageRoot, cell: Cell, samples: list[PlanSample],
     domain = domain_of(cell.benchmark)
     version = current_champions(root).get(domain)
     if version is None:
-        raise FileNotFoundError(f"no champion reward model for {cell.benchmark} (domain {domain}): materialize "
-                                f"`reward_model` before scoring plans")
+        raise NoChampion(f"Best-of-N on {cell.benchmark} refused: {no_champion_reason(root, domain)}")
     stored = {run_id: score for run_id, (v, score) in _stored(root, cell).items() if v == version}
     todo = [s for s in samples if s.run_id not in stored]
     if todo:
@@ -82,15 +82,17 @@ class Selection:
 
 
 def best_of_n(samples: list[PlanSample], scored: ScoredSamples, n: int) -> list[Selection]:
-    """Per problem, among its first `n` samples: the highest-scored plan that parses (a plan that cannot run is
-    never preferred); ties go to the lower sample index."""
+    """Per problem, among its first `n` samples (in sample order): the plan the Best-of-N rule picks
+    (`rm.best_of_n_order`: plans that parse first, then score, then the lower plan hash)."""
     by_problem: dict[str, list[PlanSample]] = defaultdict(list)
     for sample in sorted(samples, key=lambda s: (s.problem_id, s.sample_index)):
         if sample.sample_index < n:
             by_problem[sample.problem_id].append(sample)
     selections = []
     for candidates in by_problem.values():
-        best = max(candidates, key=lambda s: (s.plan_parses, scored.scores[s.run_id].score, -s.sample_index))
+        scores = [scored.scores[s.run_id].score for s in candidates]
+        best = candidates[best_of_n_order([s.plan_parses for s in candidates], scores,
+                                          [plan_hash(s.plan) for s in candidates])[0]]
         verification = sum(scored.scores[s.run_id].tokens for s in candidates)
         meta = {"selection": {
             "method": "orchrm_bon", "n": n, "rm_version": scored.rm_version, "chosen": best.run_id,

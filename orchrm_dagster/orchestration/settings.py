@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
-from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.engine_config import Field, engine_config, sections_config
+from orchrm_dagster.environments import environments, is_simulated
 from orchrm_dagster.mas import AgentSettings
 from orchrm_dagster.rm import ScoringSettings
+
+EnvironmentName = Literal[tuple(environments())]
+EnvironmentSettings = sections_config(
+    "EnvironmentSettings", "Each environment's own settings, by name (read only for the chosen `environment`).",
+    environments(), __name__)
 
 
 @engine_config
@@ -36,6 +43,26 @@ class ExecutionSettings:
     best_of_n: int = Field(default=8, description="Candidates per problem with selection=orchrm_bon")
     scoring: ScoringSettings = Field(default_factory=ScoringSettings,
                                      description="How the reward model scores plans with selection=orchrm_bon")
+    environment: EnvironmentName = Field(
+        default="agents", description="Where plans execute and where their correctness comes from: " + "; ".join(
+            f"{name}: {entry.description}" for name, entry in environments().items()))
+    environment_settings: EnvironmentSettings = Field(default_factory=EnvironmentSettings,
+                                                      description="Each environment's own settings section, by name")
+
+    @property
+    def simulated(self) -> bool:
+        """Correctness comes from a simulated truth: every number made from these runs must say so."""
+        return is_simulated(self.environment)
+
+    def in_environment(self, environment: str | None, truth: str | None = None) -> "ExecutionSettings":
+        """These settings with plans executed in `environment` (None: as they are) and, for a simulated one, its
+        truth function `truth` (None: as configured)."""
+        changed = self if environment is None else dataclasses.replace(self, environment=environment)
+        if truth is None:
+            return changed
+        simulated = dataclasses.replace(changed.environment_settings.simulated, truth=truth)
+        return dataclasses.replace(changed, environment_settings=dataclasses.replace(
+            changed.environment_settings, simulated=simulated))
 
     def __post_init__(self) -> None:
         if self.best_of_n < 1:

@@ -7,7 +7,10 @@ the pandas baseline check it against, and what importing published pairs uses.
 from __future__ import annotations
 
 import hashlib
+import unicodedata
+from collections.abc import Collection
 
+from orchrm_dagster.contract import BASE_KIND, CHECKPOINT_KIND, DEFAULT_ENVIRONMENT, SPECIALIZED_KIND
 from orchrm_dagster.engine_config import Field, engine_config
 
 SPECIALIZED_OVER_BASE = "specialized_over_base"
@@ -60,13 +63,39 @@ class PairRules:
         return specialized, specialized * self.mix_correct // self.mix_specialized
 
 
+def policy_side(kind: str | None, name: str | None, verified_checkpoints: Collection[str]) -> tuple[bool, bool]:
+    """(specialized, base): whether a policy's runs win, or lose, specialized-over-base pairs. The one place this
+    is decided (sql/pairs_plans.sql reads its answer for each policy of the runs).
+
+    A `specialized` policy's runs win: an orchestrator whose quality was established outside this root's reward
+    model, as in the paper. A `checkpoint`'s runs win only when it is one of `verified_checkpoints`, those this
+    root promoted on measured held-out accuracy: a checkpoint trained against the reward model and promoted on its
+    reward alone, not promoted, or unknown here (a user's batch) would otherwise win because the reward model
+    preferred it, and teach the next reward model to prefer it more. A `base` policy's runs lose. Runs of every
+    policy still make correct-over-incorrect pairs."""
+    if kind == SPECIALIZED_KIND:
+        return True, False
+    if kind == CHECKPOINT_KIND:
+        return name in verified_checkpoints, False
+    return False, kind == BASE_KIND
+
+
+def question_key(question: str) -> str:
+    """What matches an imported pair's question to a known problem: Unicode NFKC, case folded, whitespace runs as
+    one space, trimmed."""
+    return " ".join(unicodedata.normalize("NFKC", question).casefold().split())
+
+
 def _md5_prefix32(text: str) -> int:
     return int(hashlib.md5(text.encode()).hexdigest()[:8], 16)
 
 
-def pair_id(problem_id: str, chosen_plan_hash: str, rejected_plan_hash: str) -> str:
-    """Stable identity of a preference; the fixed-length plan hashes go first, so the joined text is unambiguous."""
-    return hashlib.md5(f"{chosen_plan_hash}:{rejected_plan_hash}:{problem_id}".encode()).hexdigest()
+def pair_id(problem_id: str, chosen_plan_hash: str, rejected_plan_hash: str,
+            environment: str = DEFAULT_ENVIRONMENT) -> str:
+    """Stable identity of a preference; the fixed-length plan hashes go first, so the joined text is unambiguous. A
+    pair of another environment than the default one names it last (the same plans may pair in both)."""
+    suffix = "" if environment == DEFAULT_ENVIRONMENT else f":{environment}"
+    return hashlib.md5(f"{chosen_plan_hash}:{rejected_plan_hash}:{problem_id}{suffix}".encode()).hexdigest()
 
 
 def split_bucket(problem_id: str) -> int:

@@ -6,14 +6,15 @@ import dataclasses
 import json
 import tempfile
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 
 from orchrm_dagster.contract import IMPORTED_PAIRS
 from orchrm_dagster.pairs.build import PairStats, build_pairs
-from orchrm_dagster.pairs.published import import_published, normalise_source, write_published
+from orchrm_dagster.pairs.published import KnownProblems, import_published, normalise_source, write_published
 from orchrm_dagster.pairs.rules import SPLITS, PairRules
 from orchrm_dagster.pairs.texts import pair_texts
 from orchrm_dagster.storage import StorageRoot, Warehouse, scan_table
@@ -24,27 +25,47 @@ BUILD_MEMORY_LIMIT = "2GB"
 
 
 @dataclass(frozen=True)
+class PairContext:
+    """What the pairs step is told by the units above it, which know policies and problems (the `pairs` asset
+    computes it)."""
+
+    # checkpoint policies this root promoted on measured held-out accuracy: their runs win specialized-over-base
+    # pairs (`rules.policy_side`)
+    verified_checkpoints: tuple[str, ...] = ()
+    # (problem_id, question) of problems known beyond the runs and problems tables (the shipped benchmarks), which
+    # imported pairs are matched to
+    known_problems: tuple[tuple[str, str], ...] = ()
+    # problems the evaluation or the rounds hold out: an imported pair on one is left out of training
+    held_out_problems: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class PairsOutcome:
     stats: PairStats
     imported: int
     import_rejections: list[str]
+    imported_matched: int = 0  # imported pairs matched to a known problem (they carry its id)
+    imported_held_out: int = 0  # imported pairs left out: their problem is held out
+    held_out_examples: list[str] = field(default_factory=list)  # "file:line: problem_id" of the first few
 
 
-def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules) -> PairsOutcome:
+def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules,
+                      context: PairContext = PairContext()) -> PairsOutcome:
     """Rebuilds `pairs` from the current runs and labels, and `imported_pairs` from `rules.import_files`; saves the
     rules beside the pairs (`load_rules` reads them back) and which ingested batches they were built from."""
     inputs = root.ingested_inputs()  # taken before the build: a batch replaced meanwhile makes them stale
     with tempfile.TemporaryDirectory(prefix="orchrm-pairs-") as staging:
         out = str(Path(staging, "pairs.parquet"))
         with warehouse.scratch_connection(("runs", "labels"), memory_limit=BUILD_MEMORY_LIMIT) as con:
-            stats = build_pairs(con, rules, out)
+            stats = build_pairs(con, rules, out, verified_checkpoints=context.verified_checkpoints)
         with root.atomic_writer(root.table_file("pairs")) as target:
             root.fs.put_file(out, target)
     save_rules(root, rules)
-    imported, rejections = _import_files(root, rules)
+    imported = _import_files(root, rules, context)
     with root.atomic_writer(root.path("tables", "pairs", INPUTS_FILE)) as target, root.fs.open(target, "w") as out:
         out.write(inputs)
-    return PairsOutcome(stats, imported, rejections)
+    return PairsOutcome(stats, imported.table.num_rows, imported.rejected, imported.matched, imported.held_out,
+                        list(imported.held_out_examples))
 
 
 def pairs_inputs(root: StorageRoot) -> str | None:
@@ -79,15 +100,34 @@ def _rules_path(root: StorageRoot) -> str:
     return root.path("tables", "pairs", RULES_FILE)
 
 
-def _import_files(root: StorageRoot, rules: PairRules) -> tuple[int, list[str]]:
-    results = [import_published(path, rules, root=root) for path in rules.import_files]
-    rejections = [line for result in results for line in result.rejected]
-    target = root.table_file("imported_pairs")
-    if not results and not root.exists(target):
-        return 0, rejections
+@dataclass(frozen=True)
+class _Imported:
+    table: pa.Table
+    rejected: list[str]
+    matched: int
+    held_out: int
+    held_out_examples: list[str]
+
+
+def _import_files(root: StorageRoot, rules: PairRules, context: PairContext) -> _Imported:
+    problems = known_problems(root, context) if rules.import_files else KnownProblems()
+    results = [import_published(path, rules, root=root, problems=problems) for path in rules.import_files]
     table = pl.concat([r.table for r in results]).to_arrow() if results else IMPORTED_PAIRS.empty_table()
-    root.write_table(table.cast(IMPORTED_PAIRS), target)
-    return table.num_rows, rejections
+    imported = _Imported(table, [line for r in results for line in r.rejected], sum(r.matched for r in results),
+                         sum(r.held_out for r in results), [e for r in results for e in r.held_out_examples][:10])
+    target = root.table_file("imported_pairs")
+    if results or root.exists(target):
+        root.write_table(table.cast(IMPORTED_PAIRS), target)
+    return imported
+
+
+def known_problems(root: StorageRoot, context: PairContext = PairContext()) -> KnownProblems:
+    """Every problem an imported pair can be matched to: those of `context` (the shipped benchmarks), of the
+    problems table and of the ingested runs, with the problems `context` holds out."""
+    tables = [scan_table(root, table).select("problem_id", "question").unique("problem_id")
+              for table in ("problems", "runs")]
+    rows = pl.concat(tables).unique().collect().iter_rows()
+    return KnownProblems.of([*context.known_problems, *rows], context.held_out_problems)
 
 
 def training_pair_texts(root: StorageRoot) -> pl.DataFrame:

@@ -1,5 +1,5 @@
 """One reward-model champion per domain: the pointer file that names them, and the per-domain champion/challenger
-rule (no torch).
+rule with its floor (no torch).
 
 `champion.json` is {"champions": {"math": 3, "qa": 5}}: the version that scores each domain's plans. A pointer
 written before champions were per domain, {"version": v}, names v champion of every domain.
@@ -16,8 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from orchrm_dagster.rm.checkpoints import is_new_champion
+from orchrm_dagster.rm.floor import Floor
 
 CHAMPION_FILE = "champion.json"
+
+
+class NoChampion(LookupError):
+    """A domain has no champion reward model: what would score, pick or reward with one refuses, saying why."""
 
 
 def read_champions(base: Path, domains: Collection[str]) -> dict[str, int]:
@@ -56,6 +61,8 @@ class DomainVerdict:
     champion: int | None  # the domain's champion before
     champion_accuracy: float | None  # the champion's on the same pairs
     becomes_champion: bool
+    p_value: float | None = None  # of its accuracy against chance (one-sided binomial test); None: no pairs
+    refusal: str | None = None  # why it did not become champion (the floor, or the champion did better)
 
 
 @dataclass(frozen=True)
@@ -68,25 +75,33 @@ class Gate:
 
 
 def gate(wins: np.ndarray, champion_wins: Mapping[int, np.ndarray], pair_domains: Sequence[str | None],
-         stands_for: Collection[str], champions: Mapping[str, int], margin: float) -> Gate:
-    """The per-domain champion/challenger rule. `wins[i]`: the new version ranks validation pair i right;
+         stands_for: Collection[str], champions: Mapping[str, int], margin: float, floor: Floor,
+         version: int) -> Gate:
+    """The per-domain champion/challenger rule. `wins[i]`: the new `version` ranks validation pair i right;
     `champion_wins[v]`: the same for champion version v; `pair_domains[i]`: pair i's domain (None: not known).
 
-    For each domain the new version stands for, it becomes champion when the domain has no champion yet, or when
-    it is not worse than the domain's champion by more than `margin` on the domain's validation pairs; a domain
-    without validation pairs of its own is judged on every validation pair, and without any validation pair there
-    is nothing against the new version."""
+    For each domain the new version stands for, it is judged on the domain's validation pairs (a domain without
+    validation pairs of its own: on every validation pair). It must first clear the `floor` there (enough pairs,
+    accuracy above chance by a one-sided binomial test), the first version of a domain included: a version without
+    validation pairs is crowned nowhere. It then becomes champion when the domain has none yet, or when it is not
+    worse than the domain's champion by more than `margin` on the same pairs."""
     labels = np.asarray(pair_domains, dtype=object)
     own = {d: labels == d for d in sorted(set(labels) - {None})}
     verdicts = {}
     for domain in sorted(stands_for):
         champion = champions.get(domain)
         pairs = own[domain] if domain in own else np.ones(len(labels), bool)
-        accuracy = float(wins[pairs].mean()) if pairs.any() else None
+        count = int(pairs.sum())
+        accuracy = float(wins[pairs].mean()) if count else None
+        p_value = floor.p_value(int(wins[pairs].sum()), count)
         champion_accuracy = (float(champion_wins[champion][pairs].mean())
                              if champion is not None and accuracy is not None else None)
-        wins_domain = champion is None or accuracy is None or is_new_champion(accuracy, champion_accuracy, margin)
-        verdicts[domain] = DomainVerdict(domain, int(pairs.sum()), accuracy, champion, champion_accuracy, wins_domain)
+        refusal = floor.refusal(version, accuracy, count, p_value)
+        if refusal is None and champion is not None and not is_new_champion(accuracy, champion_accuracy, margin):
+            refusal = (f"v{version}'s validation accuracy {accuracy:.3f} trails champion v{champion}'s "
+                       f"{champion_accuracy:.3f} on the same {count} pairs by more than the margin ({margin})")
+        verdicts[domain] = DomainVerdict(domain, count, accuracy, champion, champion_accuracy, refusal is None,
+                                         p_value, refusal)
     sole = {champions.get(d) for d in stands_for}
     sole_champion = sole.pop() if len(sole) == 1 else None
     return Gate(verdicts, {d: float(wins[mask].mean()) for d, mask in own.items()},

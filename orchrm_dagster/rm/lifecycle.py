@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from orchrm_dagster.contract import RM_CHECKPOINTS, RM_TRAINING_PAIRS_FILE
 from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, training_pair_texts
-from orchrm_dagster.rm.champions import (CHAMPION_FILE, DomainVerdict, Gate, crowned, gate, read_champions,
-                                         write_champions)
+from orchrm_dagster.rm.champions import (CHAMPION_FILE, DomainVerdict, Gate, NoChampion, crowned, gate,
+                                         read_champions, write_champions)
 from orchrm_dagster.rm.checkpoints import (MANIFEST, MODEL_SUBDIR, build_manifest, list_versions, next_version,
                                           read_manifest, read_training_pairs, save_training_pairs, saved_config,
                                           split_pairs, version_dir, write_manifest)
@@ -109,24 +109,103 @@ def current_champions(root: StorageRoot) -> dict[str, int]:
 
 
 def champion_scorer(root: StorageRoot, settings: ScoringSettings, domain: str):
-    """(version, RewardScorer) of `domain`'s champion; FileNotFoundError when the domain has none yet."""
+    """(version, RewardScorer) of `domain`'s champion; NoChampion saying why when the domain has none."""
     base = synced_checkpoints_dir(root)
     version = read_champions(base, all_domains()).get(domain)
     if version is None:
-        raise FileNotFoundError(f"no champion reward model for the {domain} domain in "
-                                f"{root.uri('checkpoints', 'rm')}: materialize `reward_model` first")
+        raise NoChampion(no_champion_reason(root, domain))
     return version, _scorer(root, base, version, settings)
 
 
 def domain_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()) -> DomainScorer:
-    """A scorer that reads each plan with its domain's champion; FileNotFoundError when no reward model is trained
-    yet."""
+    """A scorer that reads each plan with its domain's champion; NoChampion saying why when no domain has one."""
     base = synced_checkpoints_dir(root)
     champions = read_champions(base, all_domains())
     if not champions:
-        raise FileNotFoundError(f"no champion reward model in {root.uri('checkpoints', 'rm')}: materialize "
-                                f"`reward_model` first")
+        raise NoChampion(no_champion_reason(root))
     return DomainScorer(champions, lambda version: _scorer(root, base, version, settings))
+
+
+def no_champion_reason(root: StorageRoot, domain: str | None = None) -> str:
+    """Why `domain` (None: every domain) has no champion reward model: no version trained yet, or what the gate said
+    of the latest version that stood for it (its floor: too few validation pairs, accuracy not above chance)."""
+    where = f"for the {domain} domain" if domain else "for any domain"
+    versions = list_versions(str(synced_checkpoints_dir(root)))
+    standing = [v for v in versions if domain is None or domain in v.get("domains", all_domains())]
+    if not standing:
+        return (f"no champion reward model {where} in {root.uri('checkpoints', 'rm')}: none trained yet "
+                f"(materialize `reward_model` once the runs make pairs)")
+    latest = standing[-1]
+    verdicts = latest.get("metrics", {}).get("verdicts", {})
+    shown = [domain] if domain else sorted(verdicts)
+    said = "; ".join(("" if domain else f"{d}: ") + verdicts[d]["refusal"] for d in shown
+                     if (verdicts.get(d) or {}).get("refusal"))
+    said = said or f"v{latest['version']} was not crowned (it trained before the gate recorded why)"
+    return f"no champion reward model {where}: {said}; a version trains again once new pairs arrive"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A domain's champion and what it showed on the domain's validation pairs when crowned, or why there is none."""
+
+    domain: str
+    champion: int | None
+    accuracy: float | None = None
+    pairs: int = 0
+    p_value: float | None = None  # of its accuracy against chance
+    falls_short: str | None = None  # why it (crowned before the floor, say) does not clear the floor it trained with
+    no_champion: str | None = None  # why the domain has none
+
+    @property
+    def beats_chance(self) -> bool:
+        return self.champion is not None and self.falls_short is None
+
+
+def champion_standings(root: StorageRoot) -> list[Standing]:
+    """Every domain's standing: its champion with the verdict that crowned it (a champion crowned before verdicts
+    recorded a p-value is tested again on its recorded accuracy and pairs, against the floor of its config), or why
+    it has none."""
+    champions = current_champions(root)
+    manifests = {v["version"]: v for v in list_versions(str(synced_checkpoints_dir(root)))}
+    standings = []
+    for domain in all_domains():
+        version = champions.get(domain)
+        if version is None:
+            standings.append(Standing(domain, None, no_champion=no_champion_reason(root, domain)))
+            continue
+        manifest = manifests.get(version, {})
+        metrics = manifest.get("metrics", {})
+        verdict = metrics.get("verdicts", {}).get(domain) or {}
+        accuracy = verdict.get("accuracy", (metrics.get("accuracy_by_domain") or {}).get(domain,
+                                                                                          metrics.get("val_accuracy")))
+        pairs = verdict.get("pairs", manifest.get("n_validation_pairs") or 0) if accuracy is not None else 0
+        floor = saved_config(manifest).floor() if manifest else RMTrainConfig().floor()
+        p_value = verdict.get("p_value")
+        if p_value is None:
+            p_value = floor.p_value(round((accuracy or 0.0) * pairs), pairs)
+        standings.append(Standing(domain, version, accuracy, pairs, p_value,
+                                  floor.refusal(version, accuracy, pairs, p_value)))
+    return standings
+
+
+_REFUSALS: dict[tuple, dict[str, str]] = {}
+
+
+def champion_refusals(root: StorageRoot, domains: Collection[str] | None = None,
+                      champions: Mapping[str, int] | None = None) -> dict[str, str]:
+    """Domain -> why it has no champion, for each of `domains` (None: every domain) without one (`champions`: the
+    current ones, if read already). Read once per set of champions and versions: the loop asks every few seconds."""
+    champions = current_champions(root) if champions is None else champions
+    wanted = tuple(sorted(d for d in (domains if domains is not None else all_domains()) if d not in champions))
+    base = str(synced_checkpoints_dir(root))
+    newest = next_version(base) - 1  # a version's verdict is final once its manifest is written
+    key = (root.url, wanted, tuple(sorted(champions.items())), newest,
+           Path(version_dir(base, newest), MANIFEST).exists())
+    if key not in _REFUSALS:
+        if len(_REFUSALS) > 256:
+            _REFUSALS.clear()
+        _REFUSALS[key] = {d: no_champion_reason(root, d) for d in wanted}
+    return dict(_REFUSALS[key])
 
 
 def _scorer(root: StorageRoot, base: Path, version: int, settings: ScoringSettings):
@@ -268,7 +347,8 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     champions = read_champions(base, all_domains())
     # a champion trained on other pair sources (the other GRPO recipe) is not a rival: the recipe changed on purpose
     rivals = {d: v for d, v in champions.items() if trained_on(root, v) == tuple(config.pair_sources)}
-    metrics, judged = _gate(root, base, result.model_dir, validation, validation_domains, domains, rivals, config)
+    metrics, judged = _gate(root, base, result.model_dir, validation, validation_domains, domains, rivals, config,
+                            version)
     becomes_champion = any(v.becomes_champion for v in judged.verdicts.values())
     metrics.update(champion_val_accuracy=judged.champion_accuracy, is_champion=becomes_champion,
                    verdicts={d: asdict(v) for d, v in judged.verdicts.items()})
@@ -326,15 +406,16 @@ def _fetch(root: StorageRoot, folder: str, name: str) -> None:
 
 
 def _gate(root, base, new_model: str, validation: PairTexts, validation_domains: list, domains: tuple[str, ...],
-          champions: Mapping[str, int], config: RMTrainConfig) -> tuple[dict, Gate]:
-    """The new model's validation metrics, and the per-domain gate: the new model and the champions of its
-    domains, each scored once on the validation pairs."""
+          champions: Mapping[str, int], config: RMTrainConfig, version: int) -> tuple[dict, Gate]:
+    """The new model's validation metrics, and the per-domain gate with its floor: the new model and the champions
+    of its domains, each scored once on the validation pairs."""
     if not len(validation):
-        return {}, gate(np.zeros(0, bool), {}, [], domains, champions, config.champion_margin)
+        return {}, gate(np.zeros(0, bool), {}, [], domains, champions, config.champion_margin, config.floor(), version)
     metrics, wins = _validation(new_model, validation, config.device)
     judges = {v: _wins(model_dir(root, base, v), validation, config.device)
               for v in {champions[d] for d in domains if d in champions}}
-    judged = gate(wins, judges, validation_domains, domains, champions, config.champion_margin)
+    judged = gate(wins, judges, validation_domains, domains, champions, config.champion_margin, config.floor(),
+                  version)
     return {**metrics, "accuracy_by_domain": judged.accuracy_by_domain}, judged
 
 

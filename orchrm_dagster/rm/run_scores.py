@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import RM_SCORES, WAREHOUSE_TABLES
 from orchrm_dagster.rm.config import ScoringSettings
 from orchrm_dagster.rm.domains import DomainScorer, benchmark_domains, domain_of
-from orchrm_dagster.rm.lifecycle import current_champions, domain_scorer
+from orchrm_dagster.rm.lifecycle import champion_refusals, current_champions, domain_scorer
 from orchrm_dagster.storage import ParquetSink, StorageRoot, scan_files
 
 
@@ -27,22 +27,26 @@ class ScoringReport:
     runs_without_champion: int = 0  # runs of a domain no version is champion of yet: left unscored
     seconds: float = 0.0
     runs_by_domain: dict[str, int] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # domain -> why its runs were left unscored (no champion)
 
 
 def score_runs(root: StorageRoot, settings: ScoringSettings = ScoringSettings(),
                rows_per_chunk: int = 4096) -> ScoringReport:
     """Scores every run batch, each run with its domain's champion; batches already scored so are left as they
-    are."""
+    are. NoChampion, saying why, when no domain has a champion; the runs of a domain without one are left unscored
+    and the report says why (`refused`)."""
     started = time.perf_counter()
     scorer = domain_scorer(root, settings)
     report = ScoringReport(scorer.champions)
     stale = set(batches_to_score(root, scorer.champions))
+    unscored: set[str] = set()
     for batch_id in root.batch_ids("runs"):
         if batch_id not in stale:
             report.batches_current += 1
             continue
-        _score_batch(root, scorer, batch_id, rows_per_chunk, report)
+        unscored |= _score_batch(root, scorer, batch_id, rows_per_chunk, report)
         report.batches_scored += 1
+    report.refused = champion_refusals(root, sorted(d for d in unscored if d is not None))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -86,7 +90,9 @@ def _batch_columns(root: StorageRoot, table: str, batch_id: str, columns: list[s
 
 
 def _score_batch(root: StorageRoot, scorer: DomainScorer, batch_id: str, rows_per_chunk: int,
-                 report: ScoringReport) -> None:
+                 report: ScoringReport) -> set[str | None]:
+    """Scores the batch's runs; returns the domains of the runs left unscored (no champion)."""
+    unscored: set[str | None] = set()
     with tempfile.TemporaryDirectory(prefix="orchrm-scores-") as staging:
         out = str(Path(staging, "scores.parquet"))
         sink = ParquetSink(out, RM_SCORES, rows_per_chunk)
@@ -101,9 +107,11 @@ def _score_batch(root: StorageRoot, scorer: DomainScorer, batch_id: str, rows_pe
                                                                         versions):
                         if version is None:
                             report.runs_without_champion += 1
+                            unscored.add(domain)
                             continue
                         sink.append((batch_id, run_id, version, score, n_tokens))
                         report.runs_scored += 1
                         report.runs_by_domain[domain] = report.runs_by_domain.get(domain, 0) + 1
         sink.close()
         root.replace_batch("rm_scores", batch_id, [out])
+    return unscored

@@ -1,12 +1,16 @@
 """The scoring service: `POST /v1/score` asks the champion reward model which of N plans to run.
 
     POST /v1/score   {"question": str, "plans": [str, ...], "domain"?: str, "benchmark"?: str}
-                  -> {"scores": [float, ...], "chosen": int, "rm_version": int, "domain": str | null}
-    GET  /v1/health  the champions loaded (503 before the first champion)
+                  -> {"scores": [float, ...], "chosen": int, "unparseable": [{"index": int, "error": str}, ...],
+                      "rm_version": int, "domain": str | null}
+    GET  /v1/health  the champions loaded (503 before the first champion, saying why there is none)
     GET  /v1/stats   requests, scoring batches and reloads so far
 
 A plan is scored by the champion of the request's domain (`domain`, or the domain of `benchmark` by the rule every
-asset uses); a request naming neither is scored by the one champion of every domain, when there is one. Every error
+asset uses); a request naming neither is scored by the one champion of every domain, when there is one. `chosen` is
+the plan the Best-of-N rule production runs picks (`rm.best_of_n_order`: plans that parse first, then the score,
+then the lower plan hash); `unparseable` lists the plans that do not parse, and why. A domain without a champion
+(none trained, or none that beat chance on its validation pairs) is refused with 503 and the reason. Every error
 body has an `error` sentence; a 422 also lists each invalid field as FastAPI does (`detail`).
 """
 
@@ -21,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
-from orchrm_dagster.rm import all_domains, domain_of
+from orchrm_dagster.rm import all_domains, best_of_n_pick, domain_of
 from orchrm_dagster.serving.batcher import Batcher
 from orchrm_dagster.serving.champions import ChampionWatcher, DomainRequired, NoChampion, describe
 from orchrm_dagster.serving.settings import ServeSettings
@@ -30,9 +34,15 @@ from orchrm_dagster.storage import StorageRoot
 log = logging.getLogger(__name__)
 
 
+class Unparseable(BaseModel):
+    index: int  # the plan's position in the request
+    error: str  # why it is not a plan that can run
+
+
 class ScoreResponse(BaseModel):
     scores: list[float]  # one per plan, in request order; higher is better
-    chosen: int  # the index of the best plan (the first of equal best)
+    chosen: int  # the index of the plan to run, by the Best-of-N rule (a plan that parses before one that does not)
+    unparseable: list[Unparseable]  # the plans that do not parse
     rm_version: int  # the reward-model version that scored them
     domain: str | None  # the domain whose champion scored them (null: no domain asked, one champion of every domain)
 
@@ -88,18 +98,21 @@ def request_model(settings: ServeSettings) -> type[BaseModel]:
 
 def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> FastAPI:
     watcher = ChampionWatcher(root, settings.scoring, settings.poll_seconds)
-    no_champion = (f"no champion reward model in {root.uri('checkpoints', 'rm')} yet: materialize `reward_model` "
-                   f"(orchrm materialize reward_model)")
+
+    def refused(domain: str | None) -> NoChampion:
+        return NoChampion(watcher.refusal(domain))
 
     def score_jobs(jobs: list[ScoreJob]) -> list[Scored | Exception]:
         loaded = watcher.current  # one snapshot for the whole batch, even if a reload swaps in another meanwhile
         if loaded is None:
-            return [NoChampion(no_champion)] * len(jobs)
+            return [refused(job.domain) for job in jobs]
         resolved: list[str | Exception] = []
         for job in jobs:
             try:
                 resolved.append(loaded.scoring_domain(job.domain))
-            except (NoChampion, DomainRequired) as error:
+            except NoChampion:
+                resolved.append(refused(job.domain))
+            except DomainRequired as error:
                 resolved.append(error)
         scorable = [(job, domain) for job, domain in zip(jobs, resolved) if isinstance(domain, str)]
         questions = [job.question for job, _ in scorable for _ in job.plans]
@@ -124,6 +137,9 @@ def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> 
         except Exception as error:  # serve 503s and keep polling rather than refuse to start
             watcher.last_error = f"{type(error).__name__}: {error}"
             log.error("could not load the champions: %s", watcher.last_error)
+        if watcher.current is None:
+            log.warning("every request is refused (503) until a champion is crowned: %s",
+                        await asyncio.to_thread(watcher.refusal, None))
         watcher.start()
         batcher.start()
         yield
@@ -138,19 +154,23 @@ def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> 
     async def score(request: ScoreRequest) -> ScoreResponse:
         domain = request.scoring_domain()
         loaded = watcher.current
-        if loaded is None:
-            raise NoChampion(no_champion)
-        loaded.scoring_domain(domain)  # a request no champion can score is answered before it queues
+        try:
+            if loaded is None:
+                raise NoChampion(domain)
+            loaded.scoring_domain(domain)  # a request no champion can score is answered before it queues
+        except NoChampion:
+            raise await asyncio.to_thread(refused, domain) from None
         scored = await batcher.submit(ScoreJob(request.question, request.plans, domain))
-        chosen = max(range(len(scored.scores)), key=scored.scores.__getitem__)
-        return ScoreResponse(scores=scored.scores, chosen=chosen, rm_version=scored.version, domain=domain)
+        pick = best_of_n_pick(request.plans, scored.scores)
+        return ScoreResponse(scores=scored.scores, chosen=pick.chosen, rm_version=scored.version, domain=domain,
+                             unparseable=[Unparseable(index=i, error=e) for i, e in pick.unparseable.items()])
 
     @app.get("/v1/health")
     async def health():
         loaded = watcher.current
         if loaded is None:
-            return JSONResponse({"status": "no_champion", "error": no_champion, "reload_error": watcher.last_error},
-                                status_code=503)
+            return JSONResponse({"status": "no_champion", "error": await asyncio.to_thread(watcher.refusal, None),
+                                 "reload_error": watcher.last_error}, status_code=503)
         return {"status": "ok", "champions": loaded.champions, "rm_versions": sorted(set(loaded.champions.values())),
                 "reload_error": watcher.last_error}
 

@@ -13,16 +13,14 @@ import threading
 import time
 from dataclasses import dataclass
 
-from orchrm_dagster.rm import CHAMPION_FILE, DomainScorer, ScoringSettings, domain_scorer
+from orchrm_dagster.rm import (CHAMPION_FILE, DomainScorer, NoChampion, ScoringSettings, domain_scorer,
+                               no_champion_reason)
 from orchrm_dagster.storage import StorageRoot
 
 log = logging.getLogger(__name__)
 _STAMP_FIELDS = ("ino", "mtime", "size", "ETag", "LastModified")
 WARM_UP_TEXT = "warm-up"
-
-
-class NoChampion(LookupError):
-    """No reward model can score the request yet: the service answers 503."""
+__all__ = ["ChampionWatcher", "DomainRequired", "LoadedChampions", "NoChampion", "describe"]
 
 
 class DomainRequired(ValueError):
@@ -38,11 +36,10 @@ class LoadedChampions:
 
     def scoring_domain(self, domain: str | None) -> str:
         """The domain whose champion scores a request for `domain` (None: any, when one version is champion of every
-        domain that has one)."""
+        domain that has one); NoChampion naming the domain when it has none (the service adds why)."""
         if domain is not None:
             if domain not in self.champions:
-                raise NoChampion(f"no champion reward model for the {domain} domain yet (champions: "
-                                 f"{describe(self.champions)}): materialize `reward_model` with pairs of that domain")
+                raise NoChampion(domain)
             return domain
         if len(set(self.champions.values())) > 1:
             raise DomainRequired(f"the champions differ by domain ({describe(self.champions)}): send `domain` or "
@@ -66,6 +63,17 @@ class ChampionWatcher:
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._refusals: dict[str | None, tuple[float, str]] = {}
+
+    def refusal(self, domain: str | None = None) -> str:
+        """Why no champion scores `domain` (None: any domain): what the gate said of the latest version that stood
+        for it (`rm.no_champion_reason`), read again at most once per poll interval."""
+        now = time.monotonic()
+        cached = self._refusals.get(domain)
+        if cached is None or now - cached[0] > self.poll_seconds:
+            cached = (now, no_champion_reason(self.root, domain))
+            self._refusals[domain] = cached
+        return cached[1]
 
     @property
     def pointer(self) -> str:

@@ -6,7 +6,7 @@ import polars as pl
 import pyarrow.dataset as ds
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from orchrm_dagster.contract import PARTITIONED_TABLES, WAREHOUSE_TABLES
+from orchrm_dagster.contract import COLUMN_DEFAULTS, PARTITIONED_TABLES, WAREHOUSE_TABLES
 from orchrm_dagster.storage.root import StorageRoot
 
 
@@ -19,9 +19,11 @@ def table_files(root: StorageRoot, table: str) -> list[str]:
 
 
 def scan_table(root: StorageRoot, table: str) -> pl.LazyFrame:
-    """`table` as a lazy frame with its contract schema: files written before a column existed read it as null,
-    and a table without files yet is an empty frame of the right types."""
-    return scan_files(root, table_files(root, table), WAREHOUSE_TABLES[table])
+    """`table` as a lazy frame with its contract schema: files written before a column existed read it as null (or
+    as its default, contract.COLUMN_DEFAULTS), and a table without files yet is an empty frame of the right types."""
+    frame = scan_files(root, table_files(root, table), WAREHOUSE_TABLES[table])
+    defaults = COLUMN_DEFAULTS.get(table, {})
+    return frame.with_columns(pl.col(c).fill_null(v) for c, v in defaults.items()) if defaults else frame
 
 
 def scan_files(root: StorageRoot, files: list[str], schema) -> pl.LazyFrame:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import stat as stat_mode
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 
 LANDING_SUFFIXES = (".jsonl", ".parquet")
 CURRENT = "_CURRENT"  # in a batch folder: the name of the generation folder that holds the batch's parts now
-SOURCE = "_SOURCE"  # in a batch folder of `runs`: the fingerprint of the landed file its ingest read
+SOURCE = "_SOURCE"  # in a batch folder of `runs` ingested before batches held several files: its file's fingerprint
 LANDING_SOURCES = ".sources.json"  # in the landing zone: which local file each landed name came from
 _BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -48,10 +49,38 @@ class LandedFile:
     path: str
     size: int
     fingerprint: str  # changes when the file's content is replaced
+    landed_at: float = 0.0  # its modification time (seconds since the epoch)
 
     @property
     def batch_id(self) -> str:
+        """The id of the batch this file makes alone (a batch of several files has an id of its own)."""
         return batch_id_for(self.name)
+
+
+_RESTAT_PER_LISTING = 2048  # known files whose size and time a local listing checks again each time (in turn)
+_RELIST_S = 60  # a local landing folder's entries are read again at least this often
+_MTIME_GRAIN_NS = 2_000_000_000  # a folder changed this close to its listing may change again with the same mtime
+
+
+@dataclass
+class _Listing:
+    """A local landing zone as this process listed it last."""
+
+    folder_mtime_ns: int
+    listed_ns: int
+    by_entry: dict[tuple[str, int], LandedFile]  # (name, inode) -> the file
+    files: tuple[LandedFile, ...]
+    next_restat: int = 0
+
+    def still_valid(self, folder_mtime_ns: int) -> bool:
+        """The folder has not changed since: same mtime, which was not so close to the listing that a change in the
+        same clock grain would keep it (a file system with coarse times), and the listing is recent."""
+        now = time.time_ns()
+        return (folder_mtime_ns == self.folder_mtime_ns and folder_mtime_ns < self.listed_ns - _MTIME_GRAIN_NS
+                and now - self.listed_ns < _RELIST_S * 1_000_000_000)
+
+
+_LISTINGS: dict[str, _Listing] = {}
 
 
 @contextlib.contextmanager
@@ -139,6 +168,10 @@ class StorageRoot:
                 os.remove(part)
         previous = self._current_generation(folder)
         self._write_atomically(f"{folder}/{CURRENT}", generation.encode())
+        if table in _INDEXED_TABLES:
+            from orchrm_dagster.storage.batches import note_generation
+
+            note_generation(self, table, batch_id, generation)
         for stale in self._list_names(folder, dirs=True):
             if stale.rstrip("/").rsplit("/", 1)[-1] not in (generation, previous):
                 self.fs.rm(stale, recursive=True)
@@ -151,26 +184,13 @@ class StorageRoot:
         begin with their creation time, so a later write sorts after an earlier one."""
         return self._current_generation(self.batch_dir(table, batch_id)) or ""
 
-    def mark_batch_source(self, table: str, batch_id: str, fingerprint: str) -> None:
-        """Records which landed file (by fingerprint) the batch's current content came from."""
-        self._write_atomically(f"{self.batch_dir(table, batch_id)}/{SOURCE}", fingerprint.encode())
-
-    def batch_source(self, table: str, batch_id: str) -> str | None:
-        pointer = f"{self.batch_dir(table, batch_id)}/{SOURCE}"
-        return self.fs.cat_file(pointer).decode() if self.fs.exists(pointer) else None
-
-    def is_ingested(self, landed: LandedFile) -> bool:
-        """The landed content is the batch's (its ingest recorded this fingerprint) and its labels are not older."""
-        batch = landed.batch_id
-        return (self.batch_source("runs", batch) == landed.fingerprint
-                and self.batch_generation("labels", batch) >= self.batch_generation("runs", batch))
-
     def ingested_inputs(self) -> str:
         """A fingerprint of every ingested batch as it is now (its runs and labels generations): what pairs and
-        scores built from the ingested runs record, so the loop can tell when they are behind."""
-        lines = [f"{b}:{self.batch_generation('runs', b)}:{self.batch_generation('labels', b)}"
-                 for b in self.batch_ids("runs")]
-        return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:16]
+        scores built from the ingested runs record, so the loop can tell when they are behind. Read from the batch
+        index (`storage.batches`), which follows every new generation of `runs` and `labels`."""
+        from orchrm_dagster.storage.batches import read_index
+
+        return read_index(self).inputs
 
     def _current_generation(self, folder: str) -> str | None:
         pointer = f"{folder}/{CURRENT}"
@@ -188,40 +208,114 @@ class StorageRoot:
         os.replace(tmp, path)
 
     # --- landing ------------------------------------------------------------------------
-    def landed_files(self) -> list[LandedFile]:
+    def landed_files(self) -> tuple[LandedFile, ...]:
+        """The batch files in the landing zone, by name. On a local root the listing reads the folder's entries
+        (names and inodes) only when the folder changed, and stats only the entries it has not seen: a file landed
+        by rename, as `land` and every safe copy do, is a new entry. A file rewritten in place keeps its entry; each
+        listing stats a further share of the known files, so such a rewrite is seen within a few listings. While
+        nothing changed, the same tuple is returned."""
+        if self.is_local:
+            return self._local_landed_files()
         landing = self.landing_path()
+        self.fs.invalidate_cache(landing)  # another process landed files since this one listed
         if not self.fs.exists(landing):
-            return []
+            return ()
         files = []
         for info in self.fs.ls(landing, detail=True):
             name = info["name"].rstrip("/").split("/")[-1]
             if info.get("type") != "file" or not name.endswith(LANDING_SUFFIXES) or name.startswith("."):
                 continue
-            stamp = info.get("ETag") or info.get("mtime") or info.get("LastModified") or ""
-            files.append(LandedFile(name, info["name"], int(info["size"]), f"{info['size']}:{stamp}"))
-        return sorted(files, key=lambda f: f.name)
+            files.append(self._landed_from_info(name, info))
+        return tuple(sorted(files, key=lambda f: f.name))
 
-    def find_landed(self, batch_id: str) -> LandedFile:
-        for landed in self.landed_files():
-            if landed.batch_id == batch_id:
-                return landed
-        raise FileNotFoundError(
-            f"run batch {batch_id!r}: no file in {self.uri('landing')} with that name; "
-            f"land it there first (orchrm ingest FILE, or copy it in)"
-        )
+    @staticmethod
+    def _landed_from_info(name: str, info: dict) -> LandedFile:
+        stamp = info.get("ETag") or info.get("mtime") or info.get("LastModified") or ""
+        modified = info.get("mtime") or info.get("LastModified") or 0.0
+        landed_at = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
+        return LandedFile(name, info["name"], int(info["size"]), f"{info['size']}:{stamp}", landed_at)
+
+    def _local_landed_files(self) -> tuple[LandedFile, ...]:
+        folder = self.landing_path()
+        try:
+            folder_mtime = os.stat(folder).st_mtime_ns
+        except FileNotFoundError:
+            return ()
+        listing = _LISTINGS.get(folder)
+        if listing is None or not listing.still_valid(folder_mtime):
+            listing = self._list_local(folder, folder_mtime, listing)
+            _LISTINGS[folder] = listing
+        self._restat_some(folder, listing)
+        return listing.files
+
+    @staticmethod
+    def _list_local(folder: str, folder_mtime: int, previous: _Listing | None) -> _Listing:
+        """The folder's entries, stat'ing only those not in `previous` (the same tuple of files when none
+        changed)."""
+        known = previous.by_entry if previous is not None else {}
+        by_entry = {}
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if not name.endswith(LANDING_SUFFIXES) or name.startswith("."):
+                    continue
+                key = (name, entry.inode())
+                landed = known.get(key) or _stat_landed(folder, name)
+                if landed is not None:
+                    by_entry[key] = landed
+        if previous is not None and by_entry.keys() == known.keys():
+            return _Listing(folder_mtime, time.time_ns(), known, previous.files, previous.next_restat)
+        return _Listing(folder_mtime, time.time_ns(), by_entry, tuple(sorted(by_entry.values(), key=lambda f: f.name)))
+
+    @staticmethod
+    def _restat_some(folder: str, listing: _Listing) -> None:
+        """Stats the next share of the known files; one rewritten in place gets its new fingerprint."""
+        keys = list(listing.by_entry)
+        if not keys:
+            return
+        start = listing.next_restat % len(keys)
+        changed = False
+        for key in (keys[start:] + keys[:start])[:_RESTAT_PER_LISTING]:
+            now = _stat_landed(folder, key[0])
+            if now is None or now.fingerprint != listing.by_entry[key].fingerprint:
+                changed = True
+                if now is None:
+                    del listing.by_entry[key]
+                else:
+                    listing.by_entry[key] = now
+        listing.next_restat = start + _RESTAT_PER_LISTING
+        if changed:
+            listing.files = tuple(sorted(listing.by_entry.values(), key=lambda f: f.name))
+
+    def landed_file(self, name: str) -> LandedFile | None:
+        """One landed file as it is now (None: not in the landing zone)."""
+        if self.is_local:
+            return _stat_landed(self.landing_path(), name)
+        path = self.landing_path(name)
+        self.fs.invalidate_cache(path)
+        try:
+            return self._landed_from_info(name, self.fs.info(path))
+        except FileNotFoundError:
+            return None
 
     def land(self, local_file: str | os.PathLike, name: str | None = None) -> LandedFile:
-        """Copy a local file into the landing zone (atomically for a local root), as `name` if given. Landing the
-        same source again replaces its batch (a re-run changes no count); another source whose name is taken
-        lands under that name plus a hash of its path, so it never replaces someone else's runs."""
+        """Copy a local file into the landing zone (atomically for a local root), as `name` if given, as a run batch
+        of its own (recorded before the file appears, so the loop never cuts it into a batch with others: what
+        `orchrm ingest` and the runner land is ingested at once, alone). Landing the same source again replaces
+        its batch (a re-run changes no count); another source whose name is taken lands under that name plus a hash
+        of its path, so it never replaces someone else's runs. Files put into the landing zone otherwise (a fleet's
+        writers) are cut into batches by the loop."""
         name = name or Path(local_file).name
         if not name.endswith(LANDING_SUFFIXES):
             raise ValueError(f"{local_file}: a run batch must be a {' or '.join(LANDING_SUFFIXES)} file")
         self.fs.makedirs(self.landing_path(), exist_ok=True)
+        from orchrm_dagster.storage.batches import NewBatch, read_index, register_batches
         from orchrm_dagster.storage.locks import root_lock
 
         with root_lock(self, "landing"):
             name = self._landing_name(name, str(Path(local_file).expanduser().resolve()))
+        if read_index(self).batch_of(name) is None:  # a file landed again stays in the batch that holds it
+            register_batches(self, [NewBatch(batch_id_for(name), (name,), False)])
         target = self.landing_path(name)
         if self.is_local:
             tmp = self.landing_path(f".{name}.{uuid.uuid4().hex}.part")
@@ -229,7 +323,7 @@ class StorageRoot:
             self.fs.mv(tmp, target)
         else:
             self.fs.put_file(str(local_file), target)
-        return next(f for f in self.landed_files() if f.name == name)
+        return self.landed_file(name)
 
     def _landing_name(self, name: str, source: str) -> str:
         if name.startswith("."):  # the landing zone ignores hidden files (partial uploads): land it visibly
@@ -261,6 +355,21 @@ class StorageRoot:
 
     def exists(self, path: str) -> bool:
         return self.fs.exists(path)
+
+
+_INDEXED_TABLES = ("runs", "labels")  # tables whose batch generations the batch index follows
+
+
+def _stat_landed(folder: str, name: str) -> LandedFile | None:
+    """A local landed file from its stat (fingerprinted as fsspec's listing did: size and float mtime)."""
+    path = f"{folder}/{name}"
+    try:
+        status = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat_mode.S_ISREG(status.st_mode):
+        return None
+    return LandedFile(name, path, status.st_size, f"{status.st_size}:{status.st_mtime}", status.st_mtime)
 
 
 def local_work_dir(root: StorageRoot) -> Path:

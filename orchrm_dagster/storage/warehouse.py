@@ -12,7 +12,7 @@ import duckdb
 from filelock import FileLock
 
 import sql
-from orchrm_dagster.contract import RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE, WAREHOUSE_TABLES
+from orchrm_dagster.contract import COLUMN_DEFAULTS, RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE, WAREHOUSE_TABLES
 from orchrm_dagster.storage.root import StorageRoot, root_cache_dir
 
 _LOCK_WAIT_S = 120.0
@@ -119,14 +119,19 @@ class Warehouse:
         return [self.root.to_uri(path) for path in candidates if self.root.fs.exists(path)]
 
     def _files_view_sql(self, con: duckdb.DuckDBPyConnection, view: str, files: list[str], schema) -> str:
-        """A view over `files` with `schema`'s columns (a file without a column reads it as NULL)."""
+        """A view over `files` with `schema`'s columns (a file without a column reads it as NULL, or as the column's
+        default in contract.COLUMN_DEFAULTS)."""
         empty = con.from_arrow(schema.empty_table())
         typed_nulls = ", ".join(
             f"CAST(NULL AS {dtype}) AS {sql.identifier(col)}" for col, dtype in zip(empty.columns, empty.dtypes)
         )
+        defaults = COLUMN_DEFAULTS.get(view, {})
+        filled = ", ".join(f"coalesce({sql.identifier(c)}, {sql.literal(v)}) AS {sql.identifier(c)}"
+                           for c, v in defaults.items())
+        replace = f"REPLACE ({filled})" if filled else ""
         if files:
             return sql.load("create_parquet_view", view=sql.identifier(view), files=sql.list_literal(files),
-                            typed_nulls=typed_nulls)
+                            typed_nulls=typed_nulls, defaults=replace)
         return sql.load("create_empty_view", view=sql.identifier(view), typed_nulls=typed_nulls)
 
     def exists(self) -> bool:

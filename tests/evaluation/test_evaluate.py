@@ -69,7 +69,7 @@ def evaluated_root(storage_root, tmp_path):
     records = list(generate_runs(96, seed=4, benchmarks=("gsm8k_test",), samples_per_problem=8, plans_decide=True,
                                  policies=(("gen", "base", None),)))
     ingest(storage_root, tmp_path, "held.jsonl", records)
-    from orchrm_dagster.synthetic import VERIFYING_AGENTS
+    VERIFYING_AGENTS = ("SCAgent", "DebateAgent", "ReflexionAgent")  # the plan_success_rate truth's default
 
     scores = {r["run_id"]: float(sum(r["plan"].count(f"<agent_name>{a}") for a in VERIFYING_AGENTS))
               for r in records}

@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from orchrm_dagster.contract import plan_hash
 from orchrm_dagster.evaluation import (EvaluationSettings, VerifierSettings, VerifierWeights, any_correct_probability,
                                        index_pool, pick_probability)
 from orchrm_dagster.evaluation.methods.collaborative_verifier_fixed import choose as collaborative_verifier_fixed
@@ -20,11 +21,12 @@ BASE = {"benchmark": "b", "policy": "p", "question": "q", "plan": "plan", "final
         "exec_tokens": 100, "score": None, "rm_tokens": 10, "answer": None, "verifier_static": 0.0,
         "verifier_tokens": 0, "format": 0.0, "steps": 0.0, "length": 0.0, "repetition": 0.0, "similarity": 0.0,
         "fitted_static": 0.0, "fitted_agreement": 0.0, "fitted_rank": 0.0, "offshelf_score": None,
-        "offshelf_tokens": 0}
+        "offshelf_tokens": 0, "parses": True}
 
 
 def pool(*runs: dict) -> pl.DataFrame:
-    """A pool from (problem_id, run_id, correct, ...) dicts; missing fields take BASE's values."""
+    """A pool from (problem_id, run_id, correct, ...) dicts; missing fields take BASE's values; `plan_hash` is the
+    hash of the run's `plan`."""
     rows = [BASE | run for run in runs]
     schema = {"benchmark": pl.String, "policy": pl.String, "problem_id": pl.String, "run_id": pl.String,
               "question": pl.String, "plan": pl.String, "final_answer": pl.String, "logprob": pl.Float64,
@@ -32,8 +34,9 @@ def pool(*runs: dict) -> pl.DataFrame:
               "answer": pl.String, "verifier_static": pl.Float64, "verifier_tokens": pl.Int64,
               **dict.fromkeys(("format", "steps", "length", "repetition", "similarity", "fitted_static",
                                "fitted_agreement", "fitted_rank", "offshelf_score"), pl.Float64),
-              "offshelf_tokens": pl.Int64}
-    return index_pool(pl.DataFrame(rows, schema=schema))
+              "offshelf_tokens": pl.Int64, "parses": pl.Boolean}
+    frame = pl.DataFrame(rows, schema=schema)
+    return index_pool(frame.with_columns(plan_hash=pl.Series([plan_hash(p) for p in frame["plan"]], dtype=pl.String)))
 
 
 def runs(problem: str, correct: list[bool], **columns) -> list[dict]:

@@ -8,6 +8,7 @@ from orchrm_dagster.evaluation import (EvaluationMethod, EvaluationSettings, Met
                                        method_names, register_method, registered_methods)
 from orchrm_dagster.evaluation import methods as registry
 from orchrm_dagster.evaluation.methods.common import candidate_set_members, ranked_choice
+from orchrm_dagster.evaluation.settings import OffShelfRMSettings
 from orchrm_dagster.mas import load_prompt
 from tests.evaluation.test_evaluate import NO_SIMILARITY, evaluated_root  # noqa: F401  (a fixture)
 from tests.evaluation.test_methods import pool, runs
@@ -104,7 +105,7 @@ def test_every_method_executes_what_its_entry_says(name):
         assert min(exec_tokens) <= execution <= max(exec_tokens)
 
 
-def test_without_a_reward_model_each_method_that_needs_one_is_noted(storage_root, tmp_path):
+def test_without_a_champion_a_method_that_needs_one_is_left_out_saying_why(storage_root, tmp_path):
     from orchrm_dagster.synthetic import generate_runs
     from tests.evaluation.test_evaluate import ingest
 
@@ -112,4 +113,21 @@ def test_without_a_reward_model_each_method_that_needs_one_is_noted(storage_root
                                                               samples_per_problem=4, policies=(("gen", "base", None),)))
     outcome = evaluate(storage_root, EvaluationSettings(methods=("orchrm_bon", "logprob"), ns=(1, 2)))
     assert outcome.rm_version is None
-    assert outcome.notes == ["no reward model yet: orchrm_bon ranks every run last (ties by run_id)"]
+    [note] = outcome.notes
+    assert note.startswith("orchrm_bon on gsm8k: not evaluated, no champion reward model for the math domain in ")
+    assert "none trained yet" in note
+    assert {row["method"] for row in outcome.rows} == {"logprob"}
+
+
+def test_offshelf_rm_without_a_configured_model_is_left_out_saying_why(storage_root, tmp_path):
+    from orchrm_dagster.synthetic import generate_runs
+    from tests.evaluation.test_evaluate import ingest
+
+    ingest(storage_root, tmp_path, "runs.jsonl", generate_runs(16, seed=5, benchmarks=("gsm8k_test",),
+                                                              samples_per_problem=4, policies=(("gen", "base", None),)))
+    outcome = evaluate(storage_root, EvaluationSettings(methods=("offshelf_rm", "logprob"), ns=(1, 2)))
+    assert outcome.notes == ["offshelf_rm: left out, no off-the-shelf model is configured (offshelf_rm.model); the "
+                             "untrained backbone with a randomly initialised head is no baseline"]
+    assert {row["method"] for row in outcome.rows} == {"logprob"}
+    assert method_named("offshelf_rm").left_out(EvaluationSettings(
+        offshelf_rm=OffShelfRMSettings(model="/some/model"))) is None  # with one, it runs as before

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 SETTINGS = GRPOSettings(policy="tiny", steps=2, group_size=2, train_problems=2, heldout_problems=1,
                         heldout_samples=1, heldout_execute=False, device="cpu", save_steps=1, policy_margin=1e9,
-                        max_completion_tokens=324)
+                        max_completion_tokens=324, policy_gate="reward_only")
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +36,8 @@ def champion_root(storage_root, tiny_backbone):
     from ..rm.toy import toy_pairs
 
     train = toy_pairs(8, 0)
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100)
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+                           min_validation_pairs=1, champion_level=1.0)  # a toy champion: tests/rm test the floor
     train_new_version(storage_root, train, toy_pairs(4, 1), config, ["x"])
     rows = [{"pair_id": pair_id, "problem_id": "x", "question": question, "chosen_plan": chosen,
              "rejected_plan": rejected, "chosen_plan_hash": None, "rejected_plan_hash": None, "source": source,
@@ -58,18 +59,24 @@ def with_method(name: str, **section) -> GRPOSettings:
 
 
 def fake_execution(answers: dict[str, str] | None, monkeypatch) -> list:
-    """Sub-agents that answer each question with `answers[question]` (None: a wrong answer), 15 tokens a plan."""
+    """An environment whose plans answer each question with `answers[question]` (None: a wrong answer), 15 tokens a
+    plan: the round's executor (what RFT executes and labels with)."""
     import orchrm_dagster.grpo.round as round_module
+    from orchrm_dagster.environments import Executor
 
     executed = []
 
-    def execute_plans(jobs, backend, settings):
-        executed.extend(jobs)
-        return [ExecutionResult(final_answer=(answers or {}).get(job.question, "certainly wrong"), outputs={},
-                                calls=[], prompt_tokens=10, completion_tokens=5, error=None, plan_error=None)
-                for job in jobs]
+    class Scripted(Executor):
+        environment, model_id = "agents", "scripted"
 
-    monkeypatch.setattr(round_module, "execute_plans", execute_plans)  # what execute_and_label runs
+        def completed(self, jobs):
+            for index, job in enumerate(jobs):
+                executed.append(job)
+                yield index, ExecutionResult(final_answer=(answers or {}).get(job.question, "certainly wrong"),
+                                             outputs={}, calls=[], prompt_tokens=10, completion_tokens=5, error=None,
+                                             plan_error=None)
+
+    monkeypatch.setattr(round_module, "samples_executor", lambda settings, backend: Scripted())
     return executed
 
 

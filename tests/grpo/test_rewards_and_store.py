@@ -10,7 +10,7 @@ from orchrm_dagster.grpo.checkpoints import append_row, checkpoint_row, publish_
 from orchrm_dagster.grpo.rewards.collaborative import CollaborativeReward
 from orchrm_dagster.grpo.rewards.orchrm import OrchRMReward
 from orchrm_dagster.grpo.rewards.trajectory import TrajectoryReward
-from orchrm_dagster.orchestration import ExecutionSettings, PolicySpec
+from orchrm_dagster.orchestration import ExecutionSettings, PolicySpec, samples_executor
 
 from ..orchestration.test_sampling_and_execution import PLAN, ScriptedBackend
 
@@ -37,8 +37,12 @@ def columns(n, problem="p", answer="18"):
 
 
 def context():
-    return RewardContext(LengthScorer(), Rollouts(ScriptedBackend(), ExecutionSettings(concurrent_plans=2)), "cpu",
+    return RewardContext(LengthScorer(), rollouts_of(ScriptedBackend(), ExecutionSettings(concurrent_plans=2)), "cpu",
                          margin=1.0)
+
+
+def rollouts_of(backend, execution) -> Rollouts:
+    return Rollouts(samples_executor(execution, backend))
 
 
 @pytest.mark.parametrize("name", list(reward_kinds()))
@@ -76,7 +80,7 @@ def test_the_orchrm_reward_scores_plans_whatever_the_champions_offset():
 
 def test_the_trajectory_reward_executes_each_parseable_plan_once_and_ranks_unparseable_below_a_wrong_answer():
     backend = ScriptedBackend()  # every sub-agent answers \\boxed{18}
-    rollouts = Rollouts(backend, ExecutionSettings(concurrent_plans=2))
+    rollouts = rollouts_of(backend, ExecutionSettings(concurrent_plans=2))
     reward = TrajectoryReward(rollouts, margin=1.0)
     right = reward(prompts=[None] * 3, completions=[PLAN, PLAN, "<agent>"], **columns(3, answer="18"))
     assert right[0] == right[1] > right[2]
@@ -89,7 +93,7 @@ def test_the_trajectory_reward_executes_each_parseable_plan_once_and_ranks_unpar
 
 
 def test_the_collaborative_reward_counts_agreement_within_the_group_and_ranks_unparseable_plans_last():
-    rollouts = Rollouts(ScriptedBackend(), ExecutionSettings())
+    rollouts = rollouts_of(ScriptedBackend(), ExecutionSettings())
     settings = VerifierSettings(weights=VerifierWeights(similarity=0.0))
     reward = CollaborativeReward(rollouts, settings, margin=1.0)
     together = reward.raw_rewards([PLAN, SC_PLAN], question=["q", "q"], answer_type=["math"] * 2,

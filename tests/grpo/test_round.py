@@ -24,13 +24,16 @@ def champion_root(storage_root, tiny_backbone):
 
     from ..rm.toy import toy_pairs
 
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100)
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+                           min_validation_pairs=1, champion_level=1.0)  # a toy champion: tests/rm test the floor
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), config, ["x"])
     return storage_root
 
 
+# held-out plans are not executed here (the gate on measured accuracy: test_gate.py and the simulated round below), so
+# these rounds are gated on the reward alone, as a config must ask for explicitly
 SETTINGS = GRPOSettings(policy="tiny", steps=2, group_size=2, train_problems=2, heldout_problems=1,
-                        heldout_samples=2, heldout_execute=False, device="cpu", save_steps=1)
+                        heldout_samples=2, heldout_execute=False, device="cpu", save_steps=1, policy_gate="reward_only")
 
 
 def registry(tiny_policy):
@@ -93,27 +96,6 @@ def test_two_rounds_never_run_at_once(champion_root, tiny_policy):
             run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
 
 
-def test_the_policy_gate_promotes_unless_held_out_reward_falls_past_the_margin_or_accuracy_falls():
-    from orchrm_dagster.grpo import HeldOut, policy_gate
-
-    def gate(before, after, margin=0.0, accuracy_before=None, accuracy_after=None):
-        return policy_gate(HeldOut(before, [], accuracy_before), HeldOut(after, [], accuracy_after), margin)
-
-    assert gate(0.5, 0.5).promoted and gate(0.5, 0.75).promoted  # equal or higher
-    fell = gate(0.5, 0.25, margin=0.1)
-    assert not fell.promoted and "0.5000" in fell.reason and "0.2500" in fell.reason and "0.1" in fell.reason
-    assert gate(0.5, 0.45, margin=0.1).promoted  # fell by less than the margin
-    assert not gate(0.5, 0.25).promoted  # margin 0: any fall is one too many
-    worse = gate(0.5, 0.75, accuracy_before=0.6, accuracy_after=0.4)  # reward rose, accuracy fell
-    assert not worse.promoted and "accuracy" in worse.reason and "0.600" in worse.reason and "0.400" in worse.reason
-    assert gate(0.5, 0.75, accuracy_before=0.4, accuracy_after=0.4).promoted  # accuracy held
-    assert gate(0.5, 0.75, accuracy_before=0.6, accuracy_after=None).promoted  # not measured after: ignored
-    assert gate(0.5, 0.75, accuracy_before=None, accuracy_after=0.1).promoted  # not measured before: ignored
-    assert not gate(0.5, 0.25, accuracy_before=None, accuracy_after=0.9).promoted  # still gated on reward
-    promoted = gate(0.5, 0.75, accuracy_before=0.25, accuracy_after=0.5)
-    assert "0.5000" in promoted.reason and "0.7500" in promoted.reason and "0.250" in promoted.reason
-
-
 def test_a_round_whose_held_out_reward_falls_is_not_promoted_and_the_next_starts_from_the_last_promoted(
         champion_root, tiny_policy):
     import dataclasses
@@ -153,7 +135,8 @@ def test_two_from_scratch_rounds_continue_their_own_lineage_with_a_correct_over_
 
     scratch = dataclasses.replace(SETTINGS, start="scratch", scratch_policy="tiny-base", policy_margin=1e9)
     policies = {**registry(tiny_policy), "tiny-base": PolicySpec(name="tiny-base", kind="base", model=tiny_policy)}
-    every_pair = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100)
+    every_pair = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+                               min_validation_pairs=1, champion_level=1.0)
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), every_pair, ["x"])
     with pytest.raises(ValueError, match="correct_over_incorrect pairs only"):
         run_round(storage_root, 1, scratch, policies, TransformersSpec())

@@ -59,7 +59,7 @@ def test_a_supervised_method_reports_to_its_policys_folder(tiny_policy, tmp_path
 
     settings = dataclasses.replace(SETTINGS, method="rft")
     context = MethodContext(root=None, round_number=2, model_dir=tiny_policy, policy=None, problems=[], held_out=[],
-                            settings=settings, scorer=None, rm_version=1, subagents=None, subagent_backend=None,
+                            settings=settings, scorer=None, rm_version=1, subagents=None, executor=None,
                             output_dir=str(tmp_path / "r0002"))
     args = SFTConfig(**supervised_args(context, batch_size=1, epochs=1), max_length=64)
     assert (args.report_to, args.run_name) == (["tensorboard"], "rft-r0002")

@@ -152,7 +152,8 @@ def test_chunks_claimed_in_any_order_by_two_processes_keep_their_line_numbers(tm
     path = write_lines(tmp_path / "chunks.jsonl", lines)
     chunks = batch._chunks(storage_root, path, workers=2)
     assert len(chunks) > 4 and chunks[0].first_line == 1
-    tasks = [batch.StageTask(storage_root, path, "b", chunks, str(tmp_path / f"part{i}"), IngestSettings())
+    sources = (batch.BatchFile("chunks.jsonl", path, None),)
+    tasks = [batch.StageTask(storage_root, sources, "b", chunks, str(tmp_path / f"part{i}"), IngestSettings())
              for i in range(2)]
     order = list(range(len(chunks)))[::-1]  # the later chunks first, shared out alternately
     parts = [batch.stage_part(tasks[i], iter(order[i::2] + [len(chunks)])) for i in range(2)]

@@ -75,6 +75,19 @@ def test_no_round_without_a_champion():
     assert decision.steps == () and decision.blocked.startswith("no champion reward model yet")
 
 
+def test_the_loop_is_blocked_while_the_rounds_domain_has_no_champion_and_says_why():
+    why = ("no champion reward model for the math domain: v1's validation accuracy 0.440 on 96 pairs does not beat "
+           "chance (one-sided binomial test against 0.5: p = 0.9 > 0.05)")
+    trained_nothing = dataclasses.replace(CURRENT, champion=None, no_champion={"math": why, "qa": "..."})
+    decision = decide(trained_nothing, SETTINGS)  # the rounds run on gsm8k: math
+    assert decision.steps == () and decision.blocked == why
+    # another domain's champion does not reward a math round
+    qa_only = dataclasses.replace(CURRENT, champion=2, no_champion={"math": why})
+    assert decide(qa_only, SETTINGS).blocked == why and decide(qa_only, SETTINGS).steps == ()
+    # a domain the rounds do not train on may lack one
+    assert kinds(decide(dataclasses.replace(CURRENT, no_champion={"qa": "..."}), SETTINGS)) == ["round"]
+
+
 def test_a_promoted_checkpoint_rolls_out_with_the_base_policy_before_the_next_round():
     decision = decide(dataclasses.replace(CURRENT, rounds=(a_round(1),)), SETTINGS)
     assert kinds(decision) == ["rollout", "rollout"]

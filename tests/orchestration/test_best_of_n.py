@@ -3,6 +3,7 @@
 import orjson
 import pytest
 
+from orchrm_dagster.contract import plan_hash
 from orchrm_dagster.orchestration import (Cell, ExecutionSettings, PlanSamplingSettings, PlanScore, PolicySpec,
                                           ScoredSamples, best_of_n, execute_and_land, read_samples,
                                           sample_partition, score_samples)
@@ -23,15 +24,20 @@ def scored(values: dict[str, float]) -> ScoredSamples:
     return ScoredSamples(3, {run_id: PlanScore(score, 100) for run_id, score in values.items()}, 0)
 
 
-def test_the_highest_score_among_the_first_n_wins_and_ties_go_to_the_lower_index():
+def test_the_highest_score_among_the_first_n_wins_and_ties_go_to_the_lower_plan_hash():
     samples = [sample("a", i) for i in range(4)] + [sample("b", i) for i in range(3)]
     scores = scored({"p/a/seed0/0": 0.1, "p/a/seed0/1": 0.9, "p/a/seed0/2": 0.9, "p/a/seed0/3": 5.0,
                      "p/b/seed0/0": -1.0, "p/b/seed0/1": -1.0, "p/b/seed0/2": -2.0})
     picks = {s.chosen.problem_id: s for s in best_of_n(samples, scores, 3)}
-    assert picks["a"].chosen.run_id == "p/a/seed0/1/best-of-3"  # index 3 is outside the first three
-    assert picks["b"].chosen.run_id == "p/b/seed0/0/best-of-3"
+
+    def lower_hash(*indexes: int) -> int:
+        return min(indexes, key=lambda i: plan_hash(f"plan {i}"))
+
+    # index 3 is outside the first three; 1 and 2 (and 0 and 1 of b) tie: the lower plan hash wins
+    assert picks["a"].chosen.run_id == f"p/a/seed0/{lower_hash(1, 2)}/best-of-3"
+    assert picks["b"].chosen.run_id == f"p/b/seed0/{lower_hash(0, 1)}/best-of-3"
     meta = picks["a"].meta["selection"]
-    assert meta["n"] == 3 and meta["rm_version"] == 3 and meta["chosen"] == "p/a/seed0/1"
+    assert meta["n"] == 3 and meta["rm_version"] == 3 and meta["chosen"] == f"p/a/seed0/{lower_hash(1, 2)}"
     assert [c["score"] for c in meta["candidates"]] == [0.1, 0.9, 0.9]
     assert meta["verification_tokens"] == 300 and meta["candidate_orchestrator_tokens"] == 90
 
@@ -46,9 +52,9 @@ def test_a_plan_that_does_not_parse_is_never_preferred():
 def champion_root(storage_root, tiny_backbone):
     from orchrm_dagster.rm import RMTrainConfig, train_new_version
 
-    from ..rm.toy import toy_pairs
+    from ..rm.toy import NO_FLOOR, toy_pairs
 
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100)
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, **NO_FLOOR)
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), config, ["x"])
     return storage_root
 

@@ -20,7 +20,7 @@ from orchrm_dagster.mas import load_retriever, read_corpus
 from orchrm_dagster.mas.agents import NO_RETRIEVER_NOTE
 from orchrm_dagster.orchestration import (Cell, ExecutionSettings, PlanJob, PlanSamplingSettings, PolicySpec,
                                           execute_and_land, execute_plans, read_samples, sample_partition,
-                                          select_problems)
+                                          samples_executor, select_problems)
 from orchrm_dagster.problems import load_problems, problem_sources, problem_table, reference_answers
 
 from ..mas.scripted import COT, QUERY, SUMMARIZE, ScriptedBackend, prompt_of
@@ -95,9 +95,9 @@ def test_a_corpus_file_reaches_every_executor_entry_point_and_a_new_version_is_r
     os.utime(corpus, ns=(os.stat(corpus).st_atime_ns, os.stat(corpus).st_mtime_ns + 10**9))
     assert load_retriever(str(corpus)) is not first
 
-    rollouts = Rollouts(web_backend("highest mountain Japan"), execution)  # GRPO's trajectory reward, the loop
+    rollouts = Rollouts(samples_executor(execution, web_backend("highest mountain Japan")))  # GRPO's rewards
     [rolled] = rollouts.run([job.question], [job.plan], ["qa"])
-    assert "retrieved: everest" in rolled.calls[-1].note
+    assert "retrieved: everest" in rolled.result.calls[-1].note
 
 
 def test_a_missing_corpus_file_is_named(tmp_path):
@@ -187,7 +187,7 @@ def test_choices_reach_grpos_dataset_and_the_trajectory_reward(choice_root):
 
     backend = ScriptedBackend([(COT, "Answer: B")])
     backend.batches_in_process = False
-    reward = TrajectoryReward(Rollouts(backend, ExecutionSettings(concurrent_plans=1)), margin=1.0)
+    reward = TrajectoryReward(Rollouts(samples_executor(ExecutionSettings(concurrent_plans=1), backend)), margin=1.0)
     columns = {name: [row[name]] for name in ("question", "answer", "answer_type", "problem_id", "choices")}
     assert reward.raw_rewards([plan_of("CoTAgent")], **columns) == [1.0]  # "B" is "Jupiter"
     assert LISTED in prompt_of(backend.requests[0])

@@ -71,7 +71,7 @@ def test_malformed_plan_is_a_failed_run_with_a_reason(tmp_path):
     assert record["meta"]["error_kind"] == samples[0].plan_error_kind == "plan_unparseable"
 
 
-def test_a_generation_that_failed_is_not_executed_and_says_so():
+def test_a_generation_that_failed_is_not_executed_and_says_so(tmp_path):
     class Failing(ScriptedBackend):
         def generate(self, requests):
             return [Completion("", 0, 0, finish_reason="error", error="server down") for _ in requests]
@@ -79,9 +79,10 @@ def test_a_generation_that_failed_is_not_executed_and_says_so():
     [sample] = sample_plans(PolicySpec(name="p"), Failing(), PROBLEMS[:1], n=1, seed=0)
     assert sample.plan_error_kind == "generation_failed" and sample.plan_error_code is None
     backend = ScriptedBackend()
-    from orchrm_dagster.orchestration.execution import _execute
-
-    assert _execute(sample, backend, ExecutionSettings(), None) is None and backend.requests == []
+    report = execute_samples([sample], backend, tmp_path / "out.partial")
+    [record] = [orjson.loads(line) for line in (tmp_path / "out.partial").read_bytes().splitlines()]
+    assert backend.requests == [] and report.executed == report.failed == 1
+    assert record["error"] and record["meta"]["error_kind"] == "generation_failed" and record["subagents"] == []
 
 
 def test_execution_writes_contract_records_with_token_accounting(tmp_path):

@@ -10,13 +10,18 @@ from orchrm_dagster.contract import plan_hash
 from orchrm_dagster.pairs import PairRules, build_pairs
 
 RUNS = pa.schema([("run_id", pa.string()), ("problem_id", pa.string()), ("question", pa.string()),
-                  ("policy_kind", pa.string()), ("plan", pa.string()), ("plan_hash", pa.string())])
+                  ("policy_name", pa.string()), ("policy_kind", pa.string()), ("plan", pa.string()),
+                  ("plan_hash", pa.string()), ("environment", pa.string())])
 LABELS = pa.schema([("run_id", pa.string()), ("is_correct", pa.bool_())])
 
 
-def run(run_id: str, problem_id: str, kind: str, plan: str, correct: bool | None = None) -> dict:
+def run(run_id: str, problem_id: str, kind: str, plan: str, correct: bool | None = None, *, policy: str | None = None,
+        environment: str | None = None) -> dict:
+    """A run of policy `policy` (default: one policy per kind, named after it); environment None reads as the
+    default one, as in the warehouse view."""
     return {"run_id": run_id, "problem_id": problem_id, "question": f"question of {problem_id}",
-            "policy_kind": kind, "plan": plan, "plan_hash": plan_hash(plan), "correct": correct}
+            "policy_name": policy or f"{kind}-policy", "policy_kind": kind, "plan": plan, "plan_hash": plan_hash(plan),
+            "environment": environment, "correct": correct}
 
 
 def specialized_filler(problems: int, prefix: str = "filler-s") -> list[dict]:
@@ -49,10 +54,10 @@ def connect(runs: list[dict], extra_labels: list[dict] = ()) -> duckdb.DuckDBPyC
 
 
 def build(runs: list[dict], tmp_path, rules: PairRules = PairRules(), name: str = "pairs.parquet",
-          extra_labels: list[dict] = ()):
+          extra_labels: list[dict] = (), verified_checkpoints: tuple[str, ...] = ()):
     """Build pairs; returns (stats, rows as dicts sorted by pair_id and source: the file's row order is unspecified)."""
     out = str(tmp_path / name)
-    stats = build_pairs(connect(runs, extra_labels), rules, out)
+    stats = build_pairs(connect(runs, extra_labels), rules, out, verified_checkpoints=verified_checkpoints)
     return stats, sorted(pq.read_table(out).to_pylist(), key=lambda row: (row["pair_id"], row["source"]))
 
 

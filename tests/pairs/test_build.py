@@ -12,19 +12,57 @@ from .helpers import build, connect, correct_filler, pair_runs, run, specialized
 SOB, COI = SPECIALIZED_OVER_BASE, CORRECT_OVER_INCORRECT
 
 
-def test_specialized_and_checkpoint_plans_beat_base_plans(tmp_path):
+def test_specialized_and_verified_checkpoint_plans_beat_base_plans(tmp_path):
     runs = [run("b1", "p", "base", "plan B1"), run("b2", "p", "base", "plan B2"),
-            run("s1", "p", "specialized", "plan S"), run("c1", "p", "checkpoint", "plan C")]
-    stats, rows = build(runs + correct_filler(2), tmp_path)
+            run("s1", "p", "specialized", "plan S"), run("c1", "p", "checkpoint", "plan C", policy="grpo-r0001")]
+    stats, rows = build(runs + correct_filler(2), tmp_path, verified_checkpoints=("grpo-r0001",))
     assert pair_runs(rows, "p", SOB) == {("s1", "b1"), ("s1", "b2"), ("c1", "b1"), ("c1", "b2")}
     assert stats.candidates[SOB] == 4
+    assert {(p.name, p.side) for p in stats.policies} >= {("grpo-r0001", "specialized"), ("base-policy", "base")}
+
+
+def test_an_unverified_checkpoint_wins_no_specialized_pair_but_its_runs_still_make_correct_pairs(tmp_path):
+    # grpo-r0002 was promoted on reward alone (or is unknown here): only grpo-r0001 is verified
+    runs = [run("b1", "p", "base", "plan B1", correct=False), run("b2", "p", "base", "plan B2"),
+            run("s1", "p", "specialized", "plan S"),
+            run("c1", "p", "checkpoint", "plan C1", correct=True, policy="grpo-r0002"),
+            run("c2", "p", "checkpoint", "plan C2", policy="someone-elses-checkpoint")]
+    stats, rows = build(runs + specialized_filler(2) + correct_filler(2), tmp_path,
+                        verified_checkpoints=("grpo-r0001",))
+    assert pair_runs(rows, "p", SOB) == {("s1", "b1"), ("s1", "b2")}
+    assert pair_runs(rows, "p", COI) == {("c1", "b1")}
+    sides = {p.name: (p.kind, p.runs, p.side) for p in stats.policies}
+    assert sides["grpo-r0002"] == ("checkpoint", 1, "neither")
+    assert sides["someone-elses-checkpoint"] == ("checkpoint", 1, "neither")
+    assert sides["specialized-policy"] == ("specialized", 25, "specialized")  # s1 and the filler's 24
+
+
+def test_a_pair_never_mixes_environments_and_each_environment_pairs_on_its_own(tmp_path):
+    runs = [run("b-agents", "p", "base", "plan B", correct=False),
+            run("s-simulated", "p", "specialized", "plan S", environment="simulated"),
+            run("ok-simulated", "p", "specialized", "plan OK", correct=True, environment="simulated"),
+            # the same two plans in both environments: two pairs, one per environment, with their own ids
+            run("x-agents", "q", "base", "plan X", correct=True), run("y-agents", "q", "base", "plan Y", correct=False),
+            run("x-simulated", "q", "base", "plan X", correct=True, environment="simulated"),
+            run("y-simulated", "q", "base", "plan Y", correct=False, environment="simulated")]
+    environment = {r["run_id"]: r["environment"] or "agents" for r in runs}
+    _, rows = build(runs + specialized_filler(1), tmp_path)
+    assert rows and all(environment.get(r["chosen_run_id"], "agents") == environment.get(r["rejected_run_id"], "agents")
+                        for r in rows)
+    assert pair_runs(rows, "p", SOB) == set()  # the only base plan of p ran on agents, the specialized one simulated
+    assert pair_runs(rows, "p", COI) == set()
+    assert pair_runs(rows, "q", COI) == {("x-agents", "y-agents"), ("x-simulated", "y-simulated")}
+    q = {environment[r["chosen_run_id"]]: r["pair_id"] for r in rows if r["problem_id"] == "q"}
+    assert q["agents"] == pair_id("q", plan_hash("plan X"), plan_hash("plan Y"))
+    assert q["simulated"] == pair_id("q", plan_hash("plan X"), plan_hash("plan Y"), "simulated") != q["agents"]
 
 
 def test_correct_beats_incorrect_for_any_policy_and_unlabeled_runs_take_no_part(tmp_path):
-    runs = [run("x", "p", "specialized", "plan X", correct=True), run("y", "p", "checkpoint", "plan Y", correct=False),
+    runs = [run("x", "p", "specialized", "plan X", correct=True),
+            run("y", "p", "checkpoint", "plan Y", correct=False, policy="grpo-r0001"),
             run("z", "p", "base", "plan Z", correct=True), run("u", "p", "base", "plan U"),
             run("w", "p", "base", "plan W", correct=False)]
-    stats, rows = build(runs + specialized_filler(2), tmp_path)
+    stats, rows = build(runs + specialized_filler(2), tmp_path, verified_checkpoints=("grpo-r0001",))
     assert pair_runs(rows, "p", COI) == {("x", "y"), ("x", "w"), ("z", "w")}  # z > y conflicts with y > z
     assert stats.conflicts == 1
     assert not {"u"} & {r for pair in pair_runs(rows, "p", COI) for r in pair}
@@ -58,8 +96,8 @@ def test_a_pair_supported_by_both_sources_is_written_once_as_correct_over_incorr
 
 def test_duplicate_plans_collapse_to_one_pair_with_the_lowest_run_ids(tmp_path):
     runs = [run("b2", "p", "base", "plan B"), run("b1", "p", "base", "plan  B"),
-            run("s3", "p", "specialized", "plan S"), run("s2", "p", "checkpoint", "plan S ")]
-    _, rows = build(runs + correct_filler(1), tmp_path)
+            run("s3", "p", "specialized", "plan S"), run("s2", "p", "checkpoint", "plan S ", policy="grpo-r0001")]
+    _, rows = build(runs + correct_filler(1), tmp_path, verified_checkpoints=("grpo-r0001",))
     assert pair_runs(rows, "p", SOB) == {("s2", "b1")}
     assert len([r for r in rows if r["problem_id"] == "p"]) == 1
 
@@ -76,9 +114,9 @@ def test_pairs_preferred_both_ways_across_sources_are_dropped_and_counted(tmp_pa
 def test_pairs_preferred_both_ways_within_a_source_are_dropped(tmp_path):
     # Plans A and B were each written by both a specialized and a base run: A > B and B > A.
     runs = [run("a1", "p", "specialized", "plan A"), run("a2", "p", "base", "plan A"),
-            run("b1", "p", "checkpoint", "plan B"), run("b2", "p", "base", "plan B"),
+            run("b1", "p", "checkpoint", "plan B", policy="grpo-r0001"), run("b2", "p", "base", "plan B"),
             run("c", "p", "base", "plan C")]
-    stats, rows = build(runs + correct_filler(2), tmp_path)
+    stats, rows = build(runs + correct_filler(2), tmp_path, verified_checkpoints=("grpo-r0001",))
     assert pair_runs(rows, "p", SOB) == {("a1", "c"), ("b1", "c")}
     assert stats.conflicts == 1
     assert stats.identical_plans_skipped == 2

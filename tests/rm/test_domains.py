@@ -2,28 +2,34 @@
 its domain's champion."""
 
 import json
+import math
 
 import numpy as np
 import polars as pl
 import pytest
 
 from orchrm_dagster.ingest import ingest_batch
-from orchrm_dagster.rm import (RMTrainConfig, RewardScorer, ScoringSettings, batches_to_score, checkpoint_table,
-                               current_champions, domain_of, read_champions, score_runs, train_new_version)
+from orchrm_dagster.rm import (NoChampion, RMTrainConfig, RewardScorer, ScoringSettings, batches_to_score,
+                               checkpoint_table, current_champions, domain_of, read_champions, score_runs,
+                               train_new_version)
 from orchrm_dagster.rm.champions import crowned, gate, write_champions
+from orchrm_dagster.rm.floor import Floor
 from orchrm_dagster.rm.lifecycle import checkpoints_dir, domain_trainings
 from orchrm_dagster.storage import scan_table
 
-from .toy import toy_pairs
+from .toy import NO_FLOOR, toy_pairs
 
 DOMAINS = ("choice", "math", "qa")
 PAIR_DOMAINS = ["math", "math", "qa", "qa"]
+NO_TEST = Floor(min_pairs=1, level=1.0)  # the champion/challenger rule alone, on a handful of pairs
+FLOOR = Floor(min_pairs=20, level=0.05)
 
 
 def test_a_version_better_on_qa_but_worse_on_math_becomes_qa_champion_only():
     champion_wins = {1: np.array([True, True, False, False])}
     challenger = np.array([False, True, True, True])
-    judged = gate(challenger, champion_wins, PAIR_DOMAINS, DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.0)
+    judged = gate(challenger, champion_wins, PAIR_DOMAINS, DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.0,
+                  floor=NO_TEST, version=2)
     assert {d: v.becomes_champion for d, v in judged.verdicts.items()} == {"choice": True, "math": False, "qa": True}
     math, qa, choice = judged.verdicts["math"], judged.verdicts["qa"], judged.verdicts["choice"]
     assert (math.pairs, math.accuracy, math.champion_accuracy) == (2, 0.5, 1.0)
@@ -33,25 +39,53 @@ def test_a_version_better_on_qa_but_worse_on_math_becomes_qa_champion_only():
     assert judged.champion_accuracy == 0.5  # one champion of every domain: its accuracy on every pair
     assert crowned(dict.fromkeys(DOMAINS, 1), judged.verdicts, 2) == {"choice": 2, "math": 1, "qa": 2}
     # within the margin it wins math too
-    lenient = gate(challenger, champion_wins, PAIR_DOMAINS, DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.5)
+    lenient = gate(challenger, champion_wins, PAIR_DOMAINS, DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.5,
+                   floor=NO_TEST, version=2)
     assert all(v.becomes_champion for v in lenient.verdicts.values())
 
 
 def test_each_domain_is_judged_against_its_own_champion():
     champions = {"math": 1, "qa": 2}
     wins = {1: np.array([True, False, False, False]), 2: np.array([False, False, True, True])}
-    judged = gate(np.array([True, True, True, False]), wins, PAIR_DOMAINS, ("math", "qa"), champions, margin=0.0)
+    judged = gate(np.array([True, True, True, False]), wins, PAIR_DOMAINS, ("math", "qa"), champions, margin=0.0,
+                  floor=NO_TEST, version=3)
     assert judged.verdicts["math"].champion_accuracy == 0.5 and judged.verdicts["math"].becomes_champion
     assert judged.verdicts["qa"].champion_accuracy == 1.0 and not judged.verdicts["qa"].becomes_champion
     assert judged.champion_accuracy is None  # the domains' champions differ: no single one to compare with
 
 
-def test_a_domain_without_a_champion_or_without_validation_pairs_takes_the_new_version():
-    judged = gate(np.array([False, False]), {1: np.array([True, True])}, ["math", "math"], ("math", "qa"),
-                  {"math": 1}, margin=0.0)
-    assert not judged.verdicts["math"].becomes_champion and judged.verdicts["qa"].becomes_champion
-    unvalidated = gate(np.zeros(0, bool), {}, [], DOMAINS, dict.fromkeys(DOMAINS, 1), margin=0.0)
-    assert all(v.becomes_champion and v.pairs == 0 for v in unvalidated.verdicts.values())
+def test_a_domain_without_a_champion_takes_the_new_version_only_when_it_beats_chance():
+    right = np.array([True] * 15 + [False] * 5)  # 15 of 20: p = P(X >= 15 | n=20, 0.5) = 0.0207
+    judged = gate(right, {}, ["math"] * 20, ("math",), {}, margin=0.0, floor=FLOOR, version=1)
+    verdict = judged.verdicts["math"]
+    assert verdict.becomes_champion and verdict.refusal is None and verdict.p_value == pytest.approx(0.020695, abs=1e-6)
+    # the first version of a domain included: 0.44 on 200 pairs is below chance, 0.55 on 200 not above it at 0.05
+    for correct in (88, 110):
+        wins = np.arange(200) < correct
+        refused = gate(wins, {}, ["math"] * 200, ("math",), {}, margin=0.0, floor=FLOOR, version=1).verdicts["math"]
+        tail = sum(math.comb(200, k) for k in range(correct, 201)) / 2 ** 200  # P(X >= correct | chance)
+        assert not refused.becomes_champion and refused.p_value == pytest.approx(tail, rel=1e-9)
+        assert refused.refusal == (f"v1's validation accuracy {correct / 200:.3f} on 200 pairs does not beat chance "
+                                   f"(one-sided binomial test against 0.5: p = {refused.p_value:.3g} > 0.05)")
+
+
+def test_too_few_validation_pairs_or_none_crown_no_one():
+    few = gate(np.ones(19, bool), {}, ["qa"] * 19, ("qa",), {}, margin=0.0, floor=FLOOR, version=4).verdicts["qa"]
+    assert not few.becomes_champion and few.p_value < 0.05
+    assert few.refusal == "v4 had 19 validation pairs there (accuracy 1.000), fewer than min_validation_pairs (20)"
+    unvalidated = gate(np.zeros(0, bool), {}, [], DOMAINS, {}, margin=0.0, floor=NO_TEST, version=1)
+    assert not any(v.becomes_champion for v in unvalidated.verdicts.values())
+    assert {v.refusal for v in unvalidated.verdicts.values()} == {"v1 had no validation pairs there: nothing shows "
+                                                                   "it learned"}
+
+
+def test_a_challenger_that_clears_the_floor_still_has_to_match_the_champion():
+    champion = {1: np.ones(40, bool)}
+    judged = gate(np.arange(40) < 30, champion, ["math"] * 40, ("math",), {"math": 1}, margin=0.0, floor=FLOOR,
+                  version=2).verdicts["math"]
+    assert judged.p_value < 0.05 and not judged.becomes_champion
+    assert judged.refusal == ("v2's validation accuracy 0.750 trails champion v1's 1.000 on the same 40 pairs by more "
+                              "than the margin (0.0)")
 
 
 def test_an_old_single_champion_pointer_names_every_domain(tmp_path, storage_root):
@@ -70,7 +104,8 @@ def test_domain_of_a_benchmark():
 
 
 def train_config(backbone, **changes) -> RMTrainConfig:
-    return RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, **changes)
+    return RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+                         **{**NO_FLOOR, **changes})
 
 
 def test_a_per_domain_version_stands_for_its_domain_only(storage_root, tiny_backbone):
@@ -176,5 +211,6 @@ def test_best_of_n_scores_a_benchmarks_plans_with_the_champion_of_its_domain(two
         samples = [dataclasses.replace(sample("a", i), benchmark=benchmark) for i in range(2)]
         assert score_samples(root, Cell(benchmark, "p"), samples, ScoringSettings(device="cpu")).rm_version == version
     write_champions(checkpoints_dir(root), {"math": 1})
-    with pytest.raises(FileNotFoundError, match="hotpotqa"):
+    with pytest.raises(NoChampion, match="Best-of-N on hotpotqa refused: no champion reward model for the qa domain: "
+                                         "v2 had no validation pairs there"):
         score_samples(root, Cell("hotpotqa", "p"), [sample("a", 0)], ScoringSettings(device="cpu"))

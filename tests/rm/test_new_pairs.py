@@ -87,10 +87,11 @@ def test_a_batch_without_runs_is_scored_once_not_for_ever(storage_root, tiny_bac
     from orchrm_dagster.ingest import ingest_batch
     from orchrm_dagster.rm import RMTrainConfig, ScoringSettings, batches_to_score, score_runs, train_new_version
 
-    from ..rm.toy import toy_pairs
+    from ..rm.toy import NO_FLOOR, toy_pairs
 
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1),
-                      RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100))
+                      RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+                                    **NO_FLOOR))
     (tmp_path / "empty.jsonl").write_text("not json\n")
     landed = storage_root.land(tmp_path / "empty.jsonl")
     ingest_batch(storage_root, landed.batch_id, landed.path)  # every line quarantined: a batch of no runs

@@ -21,3 +21,8 @@ def _toy_pair(rng: random.Random, pair_id: str):
     rejected = f"<agent_name>{rng.choice(_OTHER_AGENTS)}</agent_name> then <agent_name>{follow_up}</agent_name>"
     source = rng.choice(("specialized_over_base", "correct_over_incorrect"))
     return pair_id, question, chosen, rejected, source
+
+
+# The champion floor off but for its minimum of one validation pair: for tests of something else that train a tiny
+# model on a handful of toy pairs, which shows nothing significant (tests/rm/test_domains.py tests the floor).
+NO_FLOOR = {"min_validation_pairs": 1, "champion_level": 1.0}

@@ -11,7 +11,7 @@ from orchrm_dagster.rm import RMTrainConfig, train_new_version
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.serving import ServeSettings, create_app
 from orchrm_dagster.storage import StorageRoot
-from tests.rm.toy import toy_pairs
+from tests.rm.toy import NO_FLOOR, toy_pairs
 
 # small limits, so that the tests reach them with small bodies
 TEST_SETTINGS = ServeSettings(max_plans=8, max_text_chars=2000, max_body_bytes=20_000, max_wait_ms=20,
@@ -19,11 +19,12 @@ TEST_SETTINGS = ServeSettings(max_plans=8, max_text_chars=2000, max_body_bytes=2
 
 
 def train_champion(root: StorageRoot, backbone: str, seed: int = 0, domains=None) -> int:
-    """A new version, crowned champion of `domains` (None: every domain): without validation pairs nothing stands
-    against it."""
+    """A new version, crowned champion of `domains` (None: every domain): the floor's test is off (a tiny model on
+    toy pairs shows nothing significant) and no champion can be ahead of it by more than the margin."""
     config = RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, seed=seed,
-                           device="cpu")
-    return train_new_version(root, toy_pairs(8, seed), PairTexts.empty(), config, ["p"], domains=domains).version
+                           device="cpu", champion_margin=1.0, **NO_FLOOR)
+    outcome = train_new_version(root, toy_pairs(8, seed), toy_pairs(4, seed + 100), config, ["p"], domains=domains)
+    return outcome.version
 
 
 @contextlib.contextmanager

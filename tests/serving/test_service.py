@@ -3,6 +3,7 @@ champion: scores, the chosen plan, batching of concurrent requests, reload on a 
 4xx."""
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -15,15 +16,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchrm_dagster.rm import RewardScorer, checkpoints_dir, version_dir
+from orchrm_dagster.rm import (RewardScorer, RMTrainConfig, best_of_n_pick, checkpoints_dir, train_new_version,
+                               version_dir)
 from orchrm_dagster.serving import create_app
 from orchrm_dagster.storage import StorageRoot
+from orchrm_dagster.synthetic import random_plan_text
+from tests.rm.toy import toy_pairs
 from tests.serving.conftest import TEST_SETTINGS, running, train_champion
 
 QUESTION = "How many apples are left if 12 of 40 are eaten?"
 PLANS = ["<agent_name>DebateAgent</agent_name> then <agent_name>CoTAgent</agent_name>",
          "<agent_name>CoTAgent</agent_name>",
          "<agent_name>SCAgent</agent_name> then <agent_name>ReflexionAgent</agent_name> then a long final check"]
+VALID_PLAN = random_plan_text(random.Random(0), 2)  # the plans above are agent names in prose: none parses
 
 
 def direct_scores(root: StorageRoot, version: int, question: str, plans: list[str]) -> list[float]:
@@ -112,6 +117,30 @@ def test_before_the_first_champion_the_service_says_what_to_materialize(tmp_path
         answer = httpx.post(f"{url}/v1/score", json={"question": QUESTION, "plans": PLANS})
         assert answer.status_code == 503 and "materialize `reward_model`" in answer.json()["error"]
         assert httpx.get(f"{url}/v1/health").status_code == 503
+
+
+def test_a_version_that_did_not_beat_chance_serves_nothing_and_the_service_says_why(tmp_path, tiny_backbone):
+    root = StorageRoot(str(tmp_path / "storage"))
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+                           device="cpu", min_validation_pairs=50)
+    assert train_new_version(root, toy_pairs(8, 0), toy_pairs(6, 1), config, ["p"]).champion_of == ()
+    with running(create_app(root, TEST_SETTINGS)) as url:
+        answer = httpx.post(f"{url}/v1/score", json={"question": QUESTION, "plans": PLANS, "domain": "math"})
+        assert answer.status_code == 503
+        assert answer.json()["error"].startswith("no champion reward model for the math domain: v1 had 6 validation "
+                                                 "pairs there")
+        assert "fewer than min_validation_pairs (50)" in answer.json()["error"]
+        health = httpx.get(f"{url}/v1/health")
+        assert health.status_code == 503 and "min_validation_pairs (50)" in health.json()["error"]
+
+
+def test_the_chosen_plan_follows_the_best_of_n_rule_and_plans_that_do_not_parse_are_named(service):
+    url, _ = service
+    plans = [PLANS[0], VALID_PLAN, PLANS[2]]
+    body = httpx.post(f"{url}/v1/score", json={"question": QUESTION, "plans": plans, "domain": "math"}).json()
+    assert body["chosen"] == 1  # the one plan that parses, whatever the scores
+    assert [u["index"] for u in body["unparseable"]] == [0, 2] and all(u["error"] for u in body["unparseable"])
+    assert body["chosen"] == best_of_n_pick(plans, body["scores"]).chosen
 
 
 @pytest.mark.parametrize("body, says", [

@@ -53,6 +53,8 @@ class EvaluationMethod:
     # each at the judge settings' max_candidate_chars (see evaluation.judges)
     judge_reading: str = "full"
     max_n: int | None = None  # evaluated only up to this N (the one-sample baseline: 1)
+    # why the method is left out of an evaluation with the given settings (None: it is evaluated); said in its notes
+    left_out: Callable[[EvaluationSettings], str | None] | None = None
 
     def __post_init__(self) -> None:
         if (self.kind is MethodKind.LLM_JUDGE) != (self.judge_prompt is not None):

@@ -53,11 +53,18 @@ def sampling_costs(frame: pl.DataFrame, means: pl.DataFrame, n: int, executes_al
 
 def ranked_choice(pool: pl.DataFrame, key: str, n: int, verification_column: str | None) -> pl.DataFrame:
     """The best-ranked of the N runs by `key` (highest first; a run without a key ranks last; ties go to the lower
-    run_id), exactly: P(position i is chosen) = C(M-1-i, N-1) / C(M, N). Only the chosen run is executed;
-    `verification_column` holds each run's verification cost (every drawn run is verified)."""
-    eligible = (pool.filter(pl.col("m") >= n)
-                .sort(["pkey", key, "run_id"], descending=[False, True, False], nulls_last=True)
-                .with_columns(position=pl.int_range(pl.len()).over("pkey")))
+    run_id), exactly (`choice_by_position`)."""
+    ranked = (pool.filter(pl.col("m") >= n)
+              .sort(["pkey", key, "run_id"], descending=[False, True, False], nulls_last=True))
+    return choice_by_position(ranked, n, verification_column)
+
+
+def choice_by_position(ranked: pl.DataFrame, n: int, verification_column: str | None) -> pl.DataFrame:
+    """The best-placed of the N runs, each problem's runs given best first in `ranked` (problems with at least N
+    runs), exactly: P(position i is chosen) = C(M-1-i, N-1) / C(M, N), which holds for any fixed total order of a
+    problem's pool. Only the chosen run is executed; `verification_column` holds each run's verification cost
+    (every drawn run is verified)."""
+    eligible = ranked.with_columns(position=pl.int_range(pl.len()).over("pkey"))
     p = pick_probability(eligible["m"].to_numpy(), eligible["position"].to_numpy(), n)
     cost = pl.col(verification_column).fill_null(0).cast(pl.Float64) if verification_column else pl.lit(0.0)
     return eligible.with_columns(p=pl.Series(p)).group_by(GROUP).agg(

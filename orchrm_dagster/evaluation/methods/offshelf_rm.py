@@ -1,12 +1,12 @@
 """`offshelf_rm`: the plan an off-the-shelf reward model scores highest, the only one executed (the paper's
 off-the-shelf RM baseline).
 
-Any Hugging Face sequence-classification model (`offshelf_rm.model`: a folder, or an installed package that ships one);
-by default the untrained backbone the champion was initialised from, its scalar head initialised with a fixed seed.
-It is loaded as training loads a backbone (`load_backbone`) and scored by the champion's own `RewardScorer`, reading
-each (question, plan) with the champion's input spec unless the settings name another. Scores are cached in
-`offshelf_scores` by (model, weights, head seed, input spec) and run, so an evaluation scores only runs no earlier one
-did; the tokens the model reads are the method's verification tokens.
+Any Hugging Face sequence-classification model (`offshelf_rm.model`: a folder, or an installed package that ships
+one). Without one the method is left out, with a note that says why: the untrained backbone with a randomly
+initialised head is no baseline. It is loaded as training loads a backbone (`load_backbone`) and scored by the
+champion's own `RewardScorer`, reading each (question, plan) with the champion's input spec unless the settings name
+another. Scores are cached in `offshelf_scores` by (model, weights, head seed, input spec) and run, so an evaluation
+scores only runs no earlier one did; the tokens the model reads are the method's verification tokens.
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ def choose(pool: pl.DataFrame, n: int, settings: EvaluationSettings) -> pl.DataF
     return ranked_choice(pool, "offshelf_score", n, "offshelf_tokens")
 
 
+def left_out(settings: EvaluationSettings) -> str | None:
+    if settings.offshelf_rm.model:
+        return None
+    return (f"{NAME}: left out, no off-the-shelf model is configured ({SETTING}); the untrained backbone with a "
+            f"randomly initialised head is no baseline")
+
+
 def prepare(preparation: Preparation) -> None:
     """Adds each run's off-the-shelf score and tokens (`offshelf_score`, `offshelf_tokens`) to the pool, scoring
     only the runs the cache lacks."""
@@ -71,9 +78,11 @@ def prepare(preparation: Preparation) -> None:
 
 
 def offshelf_model(root, settings: OffShelfRMSettings, champions) -> OffShelfModel:
-    """The model the settings name (unset: the champion's backbone), checked, with the input spec it reads by."""
-    backbone, champion_spec = champion_setup(root, champions)
-    path = model_folder(settings.model) if settings.model else _default_backbone(backbone)
+    """The model the settings name, checked, with the input spec it reads by."""
+    if not settings.model:
+        raise ValueError(f"{SETTING} is not set: the off-the-shelf baseline needs a model")
+    _, champion_spec = champion_setup(root, champions)
+    path = model_folder(settings.model)
     check_sequence_classifier(path)
     spec = dataclasses.replace(champion_spec, input_format=settings.input_format or champion_spec.input_format,
                                max_length=settings.max_length or champion_spec.max_length)
@@ -92,12 +101,6 @@ def champion_setup(root, champions) -> tuple[str | None, InputSpec]:
              if name in config}
     trained = RMTrainConfig(**known)
     return trained.backbone, trained.input_spec()
-
-
-def _default_backbone(backbone: str | None) -> str:
-    from orchrm_dagster.rm import backbone_path
-
-    return model_folder(backbone_path(backbone))
 
 
 def model_folder(name: str) -> str:
@@ -167,5 +170,5 @@ def _write_cache(root, model: OffShelfModel, scores: pl.DataFrame) -> None:
 
 
 OFFSHELF_RM = register_method(EvaluationMethod(
-    name=NAME, description="the plan an off-the-shelf reward model scores highest (default: the untrained backbone)",
-    kind=MethodKind.RANKED, choose=choose, executes_all=False, prepare=prepare))
+    name=NAME, description=f"the plan an off-the-shelf reward model scores highest (needs {SETTING})",
+    kind=MethodKind.RANKED, choose=choose, executes_all=False, prepare=prepare, left_out=left_out))

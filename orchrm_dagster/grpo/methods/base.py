@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from orchrm_dagster.grpo.settings import GRPOSettings
     from orchrm_dagster.grpo.train import TrainOutcome
-    from orchrm_dagster.llm import BackendSpec, LLMBackend
+    from orchrm_dagster.environments import Executor
+    from orchrm_dagster.llm import BackendSpec
     from orchrm_dagster.orchestration import PolicySpec, Problem
     from orchrm_dagster.storage import StorageRoot
 
@@ -34,7 +35,7 @@ class MethodContext:
     scorer: object  # the champion reward model's scorer
     rm_version: int  # the champion's version
     subagents: BackendSpec
-    subagent_backend: LLMBackend  # built once per round
+    executor: Executor  # executes plans in the round's environment (built once per round)
     output_dir: str  # the method saves the new policy under output_dir/model
     on_step: Callable[[str], None] = field(default=lambda text: None)
 

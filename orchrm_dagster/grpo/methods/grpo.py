@@ -21,7 +21,7 @@ def train(config: GRPOMethodSettings, context: MethodContext):
     from orchrm_dagster.grpo.train import train_round
 
     settings = context.settings
-    rollouts = Rollouts(context.subagent_backend, settings.execution)
+    rollouts = Rollouts(context.executor)
     rewards = _rewards(settings, RewardContext(context.scorer, rollouts, settings.device, settings.unparseable_margin))
     context.on_step(f"round {context.round_number}: GRPO, {settings.steps} steps x {settings.group_size} plans "
                     f"({settings.reward_label} reward)")

@@ -37,9 +37,8 @@ class Sampled:
 
 def sample_and_execute(context: MethodContext, config: RFTMethodSettings) -> Sampled:
     """The starting policy's plans for the round's problems, executed and labelled."""
-    from orchrm_dagster.grpo.round import execute_and_label
     from orchrm_dagster.llm import build_backend
-    from orchrm_dagster.orchestration import sample_plans
+    from orchrm_dagster.orchestration import execute_and_label_samples, sample_plans
 
     settings = context.settings
     policy = dataclasses.replace(context.policy, temperature=settings.temperature)
@@ -48,10 +47,10 @@ def sample_and_execute(context: MethodContext, config: RFTMethodSettings) -> Sam
     started = time.perf_counter()
     samples = sample_plans(policy, backend, context.problems, config.samples_per_problem, seed=settings.seed)
     seconds = time.perf_counter() - started
-    labelled, results = execute_and_label(samples, context.subagent_backend, settings.execution)
-    correct = [s.plan_parses and ok for s, ok in zip(samples, labelled)]
+    labeled = execute_and_label_samples(samples, context.executor)
+    correct = [s.plan_parses and item.correct for s, item in zip(samples, labeled)]
     return Sampled(samples, correct, sum(s.orchestrator_completion_tokens for s in samples), seconds,
-                   sum(r.prompt_tokens + r.completion_tokens for r in results))
+                   sum(item.result.prompt_tokens + item.result.completion_tokens for item in labeled))
 
 
 def train(config: RFTMethodSettings, context: MethodContext):

@@ -8,9 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchrm_dagster.grpo.rewards.rule import group_rewards, held_out_rewards
-from orchrm_dagster.llm import LLMBackend
-from orchrm_dagster.orchestration import ExecutionSettings, PlanJob, execute_plans
-from orchrm_dagster.plans import PlanError, parse_plan
+from orchrm_dagster.environments import Executor, Labeled, PlanJob, execute_and_label
+from orchrm_dagster.rm import plan_parses
 
 
 @dataclass(frozen=True)
@@ -38,10 +37,6 @@ def completion_text(completion) -> str:
     if isinstance(completion, list):
         return "".join(message.get("content", "") for message in completion)
     return str(completion)
-
-
-def plan_parses(plan: str) -> bool:
-    return not isinstance(parse_plan(plan), PlanError)
 
 
 class PlanReward:
@@ -95,32 +90,36 @@ def choices_of(choices: Sequence | None, plans: int) -> list[tuple[str, ...] | N
 
 
 class Rollouts:
-    """Executes plans once for every reward that needs the trajectory (a cache keyed by question, choices and plan).
-    Plans run with `settings`' corpus for WebSearchAgent, as every executor entry point does."""
+    """Executes and labels plans once for every reward that needs the trajectory (a cache keyed by question, choices,
+    plan and reference answer), in the round's environment (its executor: real sub-agents with the execution's corpus, or a simulated
+    truth)."""
 
-    def __init__(self, backend: LLMBackend, settings: ExecutionSettings):
-        self.backend = backend
-        self.settings = settings
-        self.results: dict[tuple, object] = {}
+    def __init__(self, executor: Executor):
+        self.executor = executor
+        self.results: dict[tuple, Labeled] = {}
         self.tokens = 0
         self._lock = threading.Lock()
 
     def run(self, questions: Sequence[str], plans: Sequence[str], answer_types: Sequence[str],
-            choices: Sequence | None = None) -> list:
-        keys = [(q, c, p) for q, c, p in zip(questions, choices_of(choices, len(plans)), plans)]
+            answers: Sequence[str | None] | None = None, choices: Sequence | None = None) -> list[Labeled]:
+        """Each plan executed (once per question, choices, plan and reference answer) and labeled against its answer
+        (None: nothing to label against, the verdict is incorrect)."""
+        answers = answers if answers is not None else [None] * len(plans)
+        keys = [(q, c, p, a) for q, c, p, a in zip(questions, choices_of(choices, len(plans)), plans, answers)]
         todo = list(dict.fromkeys((key, t) for key, t in zip(keys, answer_types) if key not in self.results))
         if todo:
-            jobs = [PlanJob(q, p, t, choices=c) for (q, c, p), t in todo]
-            results = execute_plans(jobs, self.backend, self.settings)
+            jobs = [PlanJob(q, p, t, choices=c, reference=a) for (q, c, p, a), t in todo]
+            labeled = execute_and_label(jobs, self.executor)
             with self._lock:
-                for (key, _), result in zip(todo, results):
-                    self.results[key] = result
-                    self.tokens += result.prompt_tokens + result.completion_tokens
+                for (key, _), item in zip(todo, labeled):
+                    self.results[key] = item
+                    self.tokens += item.result.prompt_tokens + item.result.completion_tokens
         return [self.results[key] for key in keys]
 
-    def run_counted(self, reward: PlanReward, questions, plans, answer_types, choices=None) -> list:
+    def run_counted(self, reward: PlanReward, questions, plans, answer_types, answers=None,
+                    choices=None) -> list[Labeled]:
         """`run`, adding the sub-agent tokens it spent to `reward.rollout_tokens`."""
         before = self.tokens
-        results = self.run(questions, plans, answer_types, choices)
+        labeled = self.run(questions, plans, answer_types, answers, choices)
         reward.rollout_tokens += self.tokens - before
-        return results
+        return labeled

@@ -14,8 +14,9 @@ class CollaborativeReward(PlanReward):
         self.settings = settings
         self.embedder = embedder
 
-    def raw_rewards(self, plans, question, answer_type, problem_id, choices=None, **_) -> list[float]:
-        results = self.rollouts.run_counted(self, question, plans, answer_type, choices)
+    def raw_rewards(self, plans, question, answer_type, problem_id, answer=None, choices=None, **_) -> list[float]:
+        results = [item.result for item in self.rollouts.run_counted(self, question, plans, answer_type, answer,
+                                                                     choices)]
         finals = [r.final_answer for r in results]
         texts = [f"Final answer: {r.final_answer or '(none)'}\n\n" + "\n\n".join(c.output for c in r.calls)
                  for r in results]

@@ -1,11 +1,10 @@
-"""`trajectory`: execute each plan with the sub-agents and reward a correct final answer (1, else 0): the expensive
-baseline the reward model is measured against."""
+"""`trajectory`: execute each plan in the round's environment and reward a correct final answer (1, else 0): the
+expensive baseline the reward model is measured against."""
 
 from __future__ import annotations
 
 from orchrm_dagster.engine_config import engine_config
-from orchrm_dagster.grpo.rewards.base import PlanReward, RewardContext, RewardKind, Rollouts, choices_of
-from orchrm_dagster.labels import label_answer
+from orchrm_dagster.grpo.rewards.base import PlanReward, RewardContext, RewardKind, Rollouts
 
 
 @engine_config
@@ -19,10 +18,8 @@ class TrajectoryReward(PlanReward):
         self.rollouts = rollouts
 
     def raw_rewards(self, plans, question, answer, answer_type, choices=None, **_) -> list[float]:
-        results = self.rollouts.run_counted(self, question, plans, answer_type, choices)
-        return [float(result.error is None and label_answer(kind, reference, result.final_answer, options).is_correct)
-                for result, reference, kind, options in zip(results, answer, answer_type,
-                                                            choices_of(choices, len(plans)))]
+        return [float(item.correct) for item in self.rollouts.run_counted(self, question, plans, answer_type, answer,
+                                                                          choices)]
 
 
 def build(config: TrajectoryRewardSettings, context: RewardContext) -> TrajectoryReward:

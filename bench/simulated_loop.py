@@ -1,0 +1,263 @@
+"""The loop against a known truth (SIMULATED: every accuracy here is drawn by a truth function, not executed by
+sub-agents). The orchestrator is the real embedded SmolLM2-135M (few-shot prompt); executing its plans draws their
+correctness from the `plan_success_rate` truth (0.15 + 0.7 x the share of verifying agents) and charges sub-agent
+tokens from the measured per-agent costs (orchrm_dagster/data/environments/subagent_costs.json). Three parts:
+
+- learns: R rounds of the loop as the daemon runs them (`orchrm loop`'s in-process driver: rounds, rollouts, pairs,
+  retraining), rewarded by the champion reward model, then the same rounds rewarded by executed trajectories: held-out
+  accuracy per round with its interval, every token each spent, and the reward-side token ratio.
+- fooled: the same reward model (it learnt that verifying agents win), rounds in an environment whose truth ignores that
+  cue (`debate_sink`: only a DebateAgent sink fed by two agents answers better, which plans of at most --max-agents 1
+  agent never are): its reward, the measured accuracy, the gate's verdicts and where each round started from.
+- bon: Best-of-N on held-out problems, N plans sampled per problem and executed in the simulated environment:
+  single vs the champion's pick (orchrm_bon) vs majority vote vs the oracle, with tokens.
+
+    .venv/bin/python bench/simulated_loop.py [--parts learns,fooled,bon] [--rounds 3] [--steps 4] [--group-size 8]
+        [--plan-tokens 240] [--max-agents 1] [--heldout-problems 16] [--heldout-samples 4] [--learning-rate 1e-4]
+        [--no-lora] [--work DIR]
+
+Sized for 2 CPU cores (LoRA, one-agent plans of 240 tokens, a handful of steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+TOKENS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
+PARTS = ("learns", "fooled", "bon")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=4, help="GRPO steps (and training problems) per round")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--plan-tokens", type=int, default=240,
+                        help="the plan budget (the grammar fits it: 1 agent needs at least 200, 2 agents 324)")
+    parser.add_argument("--max-agents", type=int, default=1)
+    parser.add_argument("--heldout-problems", type=int, default=16)
+    parser.add_argument("--heldout-samples", type=int, default=4)
+    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--no-lora", action="store_true")
+    parser.add_argument("--bon-problems", type=int, default=8)
+    parser.add_argument("--history-runs", type=int, default=2400)
+    parser.add_argument("--work", default=None, help="keep the prepared roots here and reuse them on the next run "
+                                                     "(default: a temporary folder)")
+    args = parser.parse_args()
+    parts = [p for p in args.parts.split(",") if p]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown parts {sorted(unknown)}; known: {', '.join(PARTS)}")
+    print(f"SIMULATED environment (truth: plan_success_rate); load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs; {vars(args)}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="orchrm-simulated-loop-") as scratch:
+        prepared = Path(args.work) if args.work else Path(scratch)
+        tmp = Path(scratch)
+        prepared = prepared_root(prepared / "prepared", args)
+        if "learns" in parts:
+            learns(prepared, tmp, args)
+        if "fooled" in parts:
+            fooled(prepared, tmp, args)
+        if "bon" in parts:
+            best_of_n(copied(prepared, tmp / "bon"), args)
+
+
+# ---------------------------------------------------------------- set-up
+
+
+def use_root(folder: Path) -> None:
+    """Every orchrm entry point below reads its storage root and instance from here."""
+    os.environ["ORCHRM_STORAGE"] = str(folder / "storage")
+    os.environ["DAGSTER_HOME"] = str(folder / "dagster_home")
+    os.environ["ORCHRM_CACHE"] = str(folder / "cache")
+
+
+def prepared_root(folder: Path, args) -> Path:
+    """A generated history (simulated: the plan_success_rate truth decides correctness), its pairs, a champion reward
+    model and its scores of every run, the base model de-quantized once."""
+    from orchrm_dagster.definitions import build_definitions
+    from orchrm_dagster.glue.commands import ingest_files
+    from orchrm_dagster.glue.main_job import materialize_or_fail
+    from orchrm_dagster.grpo import base_model_dir
+    from orchrm_dagster.rm import current_champions
+    from orchrm_dagster.synthetic import generate_runs, write_jsonl
+
+    use_root(folder)
+    if (folder / "prepared").exists():
+        print(f"reusing the prepared root {folder}", flush=True)
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    started = time.perf_counter()
+    defs = build_definitions()
+    history = folder / "history.jsonl"
+    records = generate_runs(args.history_runs, seed=1, plans_decide=True, first_problem=12, environment="simulated")
+    write_jsonl(records, history)
+    materialize_or_fail(defs, 'key:"problems"')
+    ingest_files(defs, [history])
+    materialize_or_fail(defs, 'key:"pairs"')
+    materialize_or_fail(defs, 'key:"reward_model"', {"ops": {"reward_model": {"config": {"max_train_pairs": 320}}}})
+    root = defs.resources["storage"].storage_root()
+    champions = current_champions(root)
+    if "math" not in champions:
+        raise SystemExit(f"the history gave no champion reward model of the math domain (GSM8K's), nothing to reward "
+                         f"the rounds with: champions {champions}")
+    materialize_or_fail(defs, 'key:"rm_scores"')
+    base_model_dir(root, None)
+    rows = defs.resources["storage"].warehouse().query(
+        "select version, round(val_accuracy, 3) AS val_accuracy, val_accuracy_by_domain, n_validation_pairs, "
+        "champion_of from rm_checkpoints order by version").to_pylist()
+    print(f"\nhistory: {args.history_runs} simulated runs (plan_success_rate), reward model "
+          f"{rows}, {time.perf_counter() - started:.0f} s", flush=True)
+    (folder / "prepared").touch()
+    return folder
+
+
+def copied(source: Path, copy: Path) -> Path:
+    """The prepared root's storage and cache, with a Dagster instance of its own (runs of one copy's loop must not count
+    as another's)."""
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("dagster_home"))
+    return copy
+
+
+def round_settings(args, reward: str, truth: str):
+    from orchrm_dagster.grpo import GRPOSettings
+
+    return GRPOSettings(steps=args.steps, group_size=args.group_size, train_problems=args.steps,
+                        max_completion_tokens=args.plan_tokens, max_agents=args.max_agents, lora=not args.no_lora,
+                        learning_rate=args.learning_rate, heldout_problems=args.heldout_problems,
+                        heldout_samples=args.heldout_samples, rewards=(reward,),
+                        execution=GRPOSettings().execution.in_environment("simulated", truth))
+
+
+def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_success_rate") -> list[dict]:
+    """`args.rounds` rounds of the loop in a copy of the prepared root, as `orchrm loop` runs them."""
+    from orchrm_dagster.definitions import build_definitions
+    from orchrm_dagster.glue.config_bridge import from_engine
+    from orchrm_dagster.glue.loop import drive
+    from orchrm_dagster.glue.resources import LoopResource
+    from orchrm_dagster.grpo import read_table
+    from orchrm_dagster.loop import LoopSettings
+
+    use_root(copied(source, copy))
+    rounds = round_settings(args, reward, truth)
+    loop = LoopSettings(rounds=args.rounds, round=rounds, rollout_execution=LoopSettings().rollout_execution
+                        .in_environment("simulated", truth))
+    defs = build_definitions(loop=from_engine(LoopResource, loop))
+    started = time.perf_counter()
+    drive(defs, loop, on_step=lambda step: print(f"  [{time.perf_counter() - started:5.0f} s] {step.kind}: "
+                                                 f"{step.why}", flush=True), poll_s=1.0)
+    return read_table(defs.resources["storage"].storage_root(), "grpo_rounds")
+
+
+# ---------------------------------------------------------------- the parts
+
+
+def learns(prepared: Path, tmp: Path, args) -> None:
+    results = {}
+    for reward in ("orchrm", "trajectory"):
+        print(f"\nlearns: {args.rounds} rounds rewarded by {reward}", flush=True)
+        results[reward] = run_loop(prepared, tmp / f"learns-{reward}", args, reward)
+    print("\n## It learns (SIMULATED environment, truth plan_success_rate)\n")
+    for reward, rows in results.items():
+        print(f"\nrewards: {reward}\n")
+        print(rounds_markdown(rows))
+    print("\n" + token_ratio(results))
+
+
+def fooled(prepared: Path, tmp: Path, args) -> None:
+    print(f"\nfooled: {args.rounds} rounds rewarded by the reward model that prefers verifying agents, in an "
+          f"environment whose truth (debate_sink) ignores them", flush=True)
+    rows = run_loop(prepared, tmp / "fooled-rounds", args, "orchrm", truth="debate_sink")
+    print("\n## It cannot be fooled (SIMULATED environment, truth debate_sink; the reward model learnt that verifying "
+          "agents win, a cue this truth ignores)\n")
+    print(rounds_markdown(rows))
+    for row in rows:
+        print(f"- round {row['round']} (from {row['start_policy']}): {row['verdict']}: {row['reason']}")
+
+
+def best_of_n(root_folder: Path, args) -> None:
+    from orchrm_dagster.definitions import build_definitions
+    from orchrm_dagster.glue.commands import ingest_landed
+    from orchrm_dagster.glue.main_job import materialize_or_fail, orchestrate_policies
+    from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings, select_problems
+
+    use_root(root_folder)
+    defs = build_definitions()
+    root = defs.resources["storage"].storage_root()
+    problems = [p.problem_id for p in select_problems(root, "gsm8k", 10**9)[-args.bon_problems:]]
+    sampling = PlanSamplingSettings(n_samples=8, problem_ids=tuple(problems), seed=7)
+    execution = ExecutionSettings(concurrent_plans=8).in_environment("simulated")
+    started = time.perf_counter()
+    executions = orchestrate_policies(defs, "gsm8k", ["smollm2-fewshot"], sampling, execution)
+    ingest_landed(defs, [e.metadata["landed_batch"] for e in executions])
+    materialize_or_fail(defs, 'key:"rm_scores"')
+    methods = ["single", "orchrm_bon", "majority_vote", "oracle"]
+    materialize_or_fail(defs, 'key:"evaluation"', {"ops": {"evaluation": {"config": {
+        "methods": methods, "ns": [1, 2, 4, 8], "benchmarks": ["gsm8k"], "policies": ["smollm2-fewshot"]}}}})
+    rows = defs.resources["storage"].warehouse().query(
+        "select policy, method, n, accuracy, ci_low, ci_high, n_problems, verification_tokens, generation_tokens, "
+        "execution_tokens from evaluation order by method, n").to_pylist()
+    print(f"\n## Best-of-N (SIMULATED environment): {len(problems)} held-out GSM8K problems x 8 plans of "
+          f"smollm2-fewshot, {time.perf_counter() - started:.0f} s\n")
+    print("| policy | method | N | accuracy [95% interval] | problems | verification tok | generation tok | "
+          "execution tok |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['policy']} | {r['method']} | {r['n']} | {r['accuracy']:.3f} [{r['ci_low']:.3f}, "
+              f"{r['ci_high']:.3f}] | {r['n_problems']} | {r['verification_tokens']:,.0f} | "
+              f"{r['generation_tokens']:,.0f} | {r['execution_tokens']:,.0f} |")
+
+
+# ---------------------------------------------------------------- tables
+
+
+def rounds_markdown(rows: list[dict]) -> str:
+    from orchrm_dagster.grpo import rounds_table
+
+    headers, table = rounds_table(rows)
+    keep = ["round", "rewards", "environment", "held-out reward before", "held-out reward after", "accuracy before",
+            "accuracy after", "difference", "verdict", "hacking?", "reward tokens", "rollout tokens", "total tokens"]
+    index = [headers.index(h) for h in keep]
+    lines = ["| " + " | ".join(keep) + " | start | seconds |", "|" + "---|" * (len(keep) + 2)]
+    for row, shown in zip(rows, table):
+        lines.append("| " + " | ".join(str(shown[i]) for i in index)
+                     + f" | {row['start_policy']} | {row['seconds']:.0f} |")
+    return "\n".join(lines)
+
+
+def token_ratio(results: dict[str, list[dict]]) -> str:
+    """The reward-side tokens (what each reward spent to score plans) of the two loops, and the accuracy each ended
+    at, beside the paper's 10-46x."""
+    spent = {reward: sum((r["reward_tokens"] or 0) + (r["rollout_tokens"] or 0) for r in rows)
+             for reward, rows in results.items()}
+    final = {reward: (rows[-1]["heldout_accuracy"], rows[-1]["heldout_accuracy_low_after"],
+                      rows[-1]["heldout_accuracy_high_after"]) if rows else (None, None, None)
+             for reward, rows in results.items()}
+    lines = [f"- {reward}: {spent[reward]:,} reward-side tokens over {len(results[reward])} rounds; last held-out "
+             f"accuracy {_accuracy(*final[reward])}" for reward in results]
+    if spent.get("orchrm"):
+        lines.append(f"- trajectory / orchrm reward-side tokens: {spent['trajectory'] / spent['orchrm']:.1f}x (the "
+                     f"paper: 10-46x fewer tokens for the reward model at equal accuracy)")
+    (a, low_a, high_a), (b, low_b, high_b) = final.get("orchrm"), final.get("trajectory")
+    if None not in (low_a, high_a, low_b, high_b):
+        overlap = low_a <= high_b and low_b <= high_a
+        lines.append("- the two last accuracies' intervals " + ("overlap: equal accuracy within what the held-out "
+                                                               "sample can tell" if overlap else "do not overlap"))
+    return "\n".join(lines)
+
+
+def _accuracy(value, low, high) -> str:
+    return "not measured" if value is None else f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+if __name__ == "__main__":
+    main()
