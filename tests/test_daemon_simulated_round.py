@@ -18,7 +18,7 @@ def test_the_daemon_runs_a_simulated_round_gated_on_measured_held_out_accuracy(t
     timings: dict[str, float] = {}
     try:
         started = time.monotonic()
-        daemon.land(tmp_path, "first.jsonl", batch(160, seed=1, first_problem=40))
+        daemon.land(tmp_path, "first.jsonl", batch(160, seed=1, first_problem=80))
         daemon.wait("a reward model", lambda: value(daemon.query(
             "select count(*) n from rm_checkpoints where is_champion")) == 1, timings, started)
         daemon.dagster("sensor", "start", "grpo_loop_sensor")

@@ -66,6 +66,7 @@ def test_a_round_publishes_a_checkpoint_policy_and_its_row(champion_root, tiny_p
     assert read_table(champion_root, "policy_checkpoints")[1]["base_model"] == policy.checkpoint_path
 
 
+@pytest.mark.slow  # two rounds (or a round and its resumption): 50-100 s on 2 cores
 def test_a_crashed_round_publishes_nothing_and_the_next_attempt_resumes_from_its_last_step(
         champion_root, tiny_policy, monkeypatch):
     calls = []
@@ -96,6 +97,7 @@ def test_two_rounds_never_run_at_once(champion_root, tiny_policy):
             run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
 
 
+@pytest.mark.slow  # two rounds (or a round and its resumption): 50-100 s on 2 cores
 def test_a_round_whose_held_out_reward_falls_is_not_promoted_and_the_next_starts_from_the_last_promoted(
         champion_root, tiny_policy):
     import dataclasses
@@ -124,6 +126,7 @@ def test_a_round_whose_held_out_reward_falls_is_not_promoted_and_the_next_starts
     assert Path(second.path).exists() and checkpoints[2]["promoted"] is False
 
 
+@pytest.mark.slow  # two rounds (or a round and its resumption): 50-100 s on 2 cores
 def test_two_from_scratch_rounds_continue_their_own_lineage_with_a_correct_over_incorrect_reward_model(
         storage_root, tiny_backbone, tiny_policy):
     import dataclasses

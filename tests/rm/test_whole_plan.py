@@ -89,6 +89,7 @@ def test_a_checkpoint_records_how_it_reads(tmp_path):
     assert read_input_spec(str(tmp_path)) == spec
 
 
+@pytest.mark.slow  # a whole reward-model training on whole plans: about 90 s on 2 cores
 def test_a_thinking_first_batch_is_still_ranked(tmp_path):
     """Plans that open with 400-600 tokens of thinking and show their quality only in the closing agent: trained
     on correct-over-incorrect pairs, the reward model's Best-of-8 on held-out problems beats a single sample."""
