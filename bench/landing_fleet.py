@@ -42,7 +42,8 @@ def main() -> None:
 
     from tests.tiny_models import make_tiny_backbone, make_tiny_policy
 
-    with tempfile.TemporaryDirectory(prefix="orchrm-fleet-") as tmp:
+    # a daemon child may still be writing in the folder as it is removed
+    with tempfile.TemporaryDirectory(prefix="orchrm-fleet-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         tiny = (make_tiny_policy(work / "policy"), make_tiny_backbone(work / "rm"))
         files = []
