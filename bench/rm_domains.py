@@ -46,7 +46,7 @@ from orchrm_dagster.pairs import PairRules, build_pairs_table, training_pair_tex
 from orchrm_dagster.problems import load_problems, problem_sources, reference_answers  # noqa: E402
 from orchrm_dagster.rm import PairTexts, RewardScorer, RMTrainConfig, evaluate_pairs, train_reward_model  # noqa: E402
 from orchrm_dagster.rm.domains import with_domains  # noqa: E402
-from orchrm_dagster.storage import StorageRoot, Warehouse  # noqa: E402
+from orchrm_dagster.storage import StorageRoot, Warehouse, land  # noqa: E402
 from orchrm_dagster.synthetic import generate_runs, write_jsonl  # noqa: E402
 
 BENCHMARKS = ("gsm8k_test", "math500", "hotpotqa_dev")
@@ -57,7 +57,7 @@ def domain_pairs(runs: int, work: Path) -> pl.DataFrame:
     root = StorageRoot(str(work / "storage"))
     batch = work / "runs.jsonl"
     write_jsonl(generate_runs(runs, seed=5, benchmarks=BENCHMARKS, plans_decide=True), batch)
-    landed = root.land(batch)
+    landed = land(root, batch)
     ingest_batch(root, landed.batch_id, landed.path)
     label_batch(root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
     build_pairs_table(root, Warehouse(root), PairRules())

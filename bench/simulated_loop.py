@@ -31,7 +31,6 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-TOKENS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
 PARTS = ("learns", "fooled", "bon")
 
 
@@ -129,14 +128,13 @@ def copied(source: Path, copy: Path) -> Path:
     return copy
 
 
-def round_settings(args, reward: str, truth: str):
+def round_settings(args, reward: str):
     from orchrm_dagster.grpo import GRPOSettings
 
     return GRPOSettings(steps=args.steps, group_size=args.group_size, train_problems=args.steps,
                         max_completion_tokens=args.plan_tokens, max_agents=args.max_agents, lora=not args.no_lora,
                         learning_rate=args.learning_rate, heldout_problems=args.heldout_problems,
-                        heldout_samples=args.heldout_samples, rewards=(reward,),
-                        execution=GRPOSettings().execution.in_environment("simulated", truth))
+                        heldout_samples=args.heldout_samples, rewards=(reward,))
 
 
 def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_success_rate") -> list[dict]:
@@ -149,9 +147,7 @@ def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_suc
     from orchrm_dagster.loop import LoopSettings
 
     use_root(copied(source, copy))
-    rounds = round_settings(args, reward, truth)
-    loop = LoopSettings(rounds=args.rounds, round=rounds, rollout_execution=LoopSettings().rollout_execution
-                        .in_environment("simulated", truth))
+    loop = LoopSettings(rounds=args.rounds, round=round_settings(args, reward)).in_environment("simulated", truth)
     defs = build_definitions(loop=from_engine(LoopResource, loop))
     started = time.perf_counter()
     drive(defs, loop, on_step=lambda step: print(f"  [{time.perf_counter() - started:5.0f} s] {step.kind}: "
@@ -239,24 +235,21 @@ def token_ratio(results: dict[str, list[dict]]) -> str:
     at, beside the paper's 10-46x."""
     spent = {reward: sum((r["reward_tokens"] or 0) + (r["rollout_tokens"] or 0) for r in rows)
              for reward, rows in results.items()}
-    final = {reward: (rows[-1]["heldout_accuracy"], rows[-1]["heldout_accuracy_low_after"],
-                      rows[-1]["heldout_accuracy_high_after"]) if rows else (None, None, None)
-             for reward, rows in results.items()}
-    lines = [f"- {reward}: {spent[reward]:,} reward-side tokens over {len(results[reward])} rounds; last held-out "
-             f"accuracy {_accuracy(*final[reward])}" for reward in results]
+    from orchrm_dagster.grpo.plots import accuracy_text
+
+    lines = [f"- {reward}: {spent[reward]:,} reward-side tokens over {len(rows)} rounds; last held-out accuracy "
+             f"{accuracy_text(rows[-1], 'after') if rows else 'not measured'}" for reward, rows in results.items()]
+    final = {reward: (rows[-1]["heldout_accuracy_low_after"], rows[-1]["heldout_accuracy_high_after"])
+             if rows else (None, None) for reward, rows in results.items()}
     if spent.get("orchrm"):
         lines.append(f"- trajectory / orchrm reward-side tokens: {spent['trajectory'] / spent['orchrm']:.1f}x (the "
                      f"paper: 10-46x fewer tokens for the reward model at equal accuracy)")
-    (a, low_a, high_a), (b, low_b, high_b) = final.get("orchrm"), final.get("trajectory")
+    (low_a, high_a), (low_b, high_b) = final.get("orchrm", (None, None)), final.get("trajectory", (None, None))
     if None not in (low_a, high_a, low_b, high_b):
         overlap = low_a <= high_b and low_b <= high_a
         lines.append("- the two last accuracies' intervals " + ("overlap: equal accuracy within what the held-out "
                                                                "sample can tell" if overlap else "do not overlap"))
     return "\n".join(lines)
-
-
-def _accuracy(value, low, high) -> str:
-    return "not measured" if value is None else f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 
+from orchrm_dagster.labels import wrong_answer
 from orchrm_dagster.plans import KNOWN_AGENTS, AgentSpec, Plan, render_plan
-from orchrm_dagster.labels import CHOICE_LETTERS
 from orchrm_dagster.problems import load_shipped
 from orchrm_dagster.truths import truth_named
 
@@ -61,27 +61,6 @@ def random_plan_text(rng: random.Random, n_agents: int, agent_weights: tuple[int
     return render_plan(random_plan(rng, n_agents, agent_weights))
 
 
-def wrong_answer(rng: random.Random, answer: str, answer_type: str, choices: tuple[str, ...] | None = None) -> str:
-    """An answer to a problem of `answer_type` that its labeler judges wrong against `answer` (a math answer moved
-    off, another letter for multiple choice, another phrase for QA)."""
-    if choices:
-        letters = [letter for letter in CHOICE_LETTERS[:len(choices)] if letter != answer.strip().upper()]
-        return rng.choice(letters or ["none of the above"])
-    if answer.lstrip("-").isdigit():
-        return str(int(answer) + rng.choice((-2, -1, 1, 3, 10)))
-    if answer_type == "math":  # not a rearrangement: "6+9i" reversed is still 6+9i to math-verify
-        return f"{answer}+{rng.randint(1, 9)}"
-    return rng.choice(("unknown", "none of the above", f"not {answer}"))
-
-
-def plan_success_rate(plan: Plan) -> float:
-    """Where plans decide correctness: the chance that executing `plan` answers correctly, the `plan_success_rate`
-    truth function with its default parameters (0.15 + 0.7 x the share of its agents that check their work: vote,
-    debate, reflect), the same rule the simulated environment executes plans with."""
-    truth = truth_named("plan_success_rate")
-    return truth.chance(truth.config(), plan)
-
-
 def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_test", "math500", "hotpotqa_dev"),
                   samples_per_problem: int = 8, correct_rate: float = 0.55, *, plans_decide: bool = False,
                   policies: tuple[tuple[str, str, int | None], ...] = _POLICIES,
@@ -89,11 +68,15 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
                   rates: Mapping[str, float] | None = None) -> Iterator[dict]:
     """`n` runs, `samples_per_problem` per problem, problems taken round-robin over `benchmarks` from the
     `first_problem`-th on, each run's policy drawn from `policies`. Correctness is drawn at `correct_rate` (+0.15
-    for trained policies), or, with `plans_decide`, at `plan_success_rate` of the run's plan, or, with `rates`, at
+    for trained policies), or, with `plans_decide`, at the chance the `plan_success_rate` truth function (its default
+    parameters: 0.15 + 0.7 x the share of agents that check their work, the rule the simulated environment executes
+    plans with) gives the run's plan, or, with `rates`, at
     the rate of the run's policy name whatever its plan (one rate for every policy: correctness is noise).
     `environment` names where the records say they were executed ("simulated": their correctness is drawn, as it is
     here)."""
     rng = random.Random(seed)
+    truth = truth_named("plan_success_rate")
+    truth_settings = truth.config()
     per_benchmark = [load_shipped(name) for name in benchmarks]
     start = datetime(2026, 11, 1, tzinfo=timezone.utc)
     for index in range(n):
@@ -106,7 +89,7 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
         weights = SPECIALIZED_AGENT_WEIGHTS if specialized else BASE_AGENT_WEIGHTS
         plan = random_plan(rng, n_agents, weights) if plans_decide else None
         success = (rates[name] if rates is not None else
-                   plan_success_rate(plan) if plan else correct_rate + (0.15 if specialized else 0.0))
+                   truth.chance(truth_settings, plan) if plan else correct_rate + (0.15 if specialized else 0.0))
         correct = rng.random() < success
         is_math = problem["benchmark"] != "hotpotqa"
         answer = problem["answer"] if correct else wrong_answer(rng, problem["answer"], "math" if is_math else "qa")

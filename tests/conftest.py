@@ -37,7 +37,7 @@ def write_lines(path, lines) -> str:
 
 def drop(root, path) -> str:
     """Put a file into a local root's landing zone as a fleet's writer does (a hidden copy, then a rename), not as
-    `StorageRoot.land` does (which makes it a batch of its own): the loop cuts it into a batch. Returns its name."""
+    `storage.land` does (which makes it a batch of its own): the loop cuts it into a batch. Returns its name."""
     import os
     import shutil
     from pathlib import Path

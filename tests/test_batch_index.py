@@ -9,7 +9,8 @@ import time
 import pytest
 
 from orchrm_dagster.loop import read_state
-from orchrm_dagster.storage import NewBatch, StorageRoot, landing_view, read_index, record_ingest, register_batches
+from orchrm_dagster.storage import (NewBatch, StorageRoot, land, landing_view, publish_batch, read_index, record_ingest,
+                                    register_batches)
 from orchrm_dagster.storage import batches as batch_index
 from orchrm_dagster.storage import root as storage_root_module
 from tests.conftest import drop
@@ -25,8 +26,9 @@ def land_empty(root: StorageRoot, tmp_path, names):
 def publish(root: StorageRoot, tmp_path, table: str, batch: str) -> str:
     part = tmp_path / f"{table}-{batch}.parquet"
     part.write_bytes(b"")  # a tick never reads a part
-    root.replace_batch(table, batch, [str(part)])
-    return root.batch_generation(table, batch)
+    generation = publish_batch(root, table, batch, [str(part)])
+    assert generation == root.batch_generation(table, batch)
+    return generation
 
 
 def test_a_root_from_before_the_index_reads_as_it_was(tmp_path, storage_root):
@@ -37,19 +39,19 @@ def test_a_root_from_before_the_index_reads_as_it_was(tmp_path, storage_root):
     for file in landed.values():
         publish(storage_root, tmp_path, "runs", file.batch_id)
         publish(storage_root, tmp_path, "labels", file.batch_id)
-        storage_root._write_atomically(f"{storage_root.batch_dir('runs', file.batch_id)}/_SOURCE",
-                                       file.fingerprint.encode())
+        storage_root.write_atomically(f"{storage_root.batch_dir('runs', file.batch_id)}/_SOURCE",
+                                      file.fingerprint.encode())
     os.remove(batch_index.index_path(storage_root))
     lines = [f"{b}:{storage_root.batch_generation('runs', b)}:{storage_root.batch_generation('labels', b)}"
              for b in storage_root.batch_ids("runs")]
-    before = hashlib.sha1("\n".join(lines).encode()).hexdigest()[:16]  # what StorageRoot.ingested_inputs was
+    before = hashlib.sha1("\n".join(lines).encode()).hexdigest()[:16]  # what the ingested inputs were
     view = landing_view(storage_root)
     assert [(b.batch_id, b.name, b.ingested) for b in view.batches] == [
         (landed["a.jsonl"].batch_id, "a.jsonl", True), (landed["b c.jsonl"].batch_id, "b c.jsonl", True)]
-    assert view.pending == () and storage_root.ingested_inputs() == before
+    assert view.pending == () and read_index(storage_root).inputs == before
     assert os.path.exists(batch_index.index_path(storage_root))
     (tmp_path / "a.jsonl").write_text("{}\n")
-    landed_again = storage_root.land(tmp_path / "a.jsonl")  # a new copy: its batch is behind it
+    landed_again = land(storage_root, tmp_path / "a.jsonl")  # a new copy: its batch is behind it
     [a, _] = landing_view(storage_root).batches
     assert a.batch_id == "a.jsonl" and a.landed == (landed_again,) and not a.ingested
 
@@ -84,7 +86,7 @@ def _root_with(tmp_path, files: int, per_batch: int) -> StorageRoot:
     batches = [names[i:i + per_batch] for i in range(0, files, per_batch)]
     register_batches(root, [NewBatch(f"batch-{i:04d}", tuple(b), True) for i, b in enumerate(batches)], now=0.0)
     for i, batch in enumerate(batches):
-        record_ingest(root, f"batch-{i:04d}", {n: landed[n].fingerprint for n in batch}, {}, runs_written=False)
+        record_ingest(root, f"batch-{i:04d}", {n: landed[n].fingerprint for n in batch}, {}, runs=None)
     a_minute_ago = time.time() - 60  # nothing is landing now (a folder changed just now is listed again)
     os.utime(root.landing_path(), (a_minute_ago, a_minute_ago))
     return root
@@ -121,6 +123,18 @@ def test_a_tick_with_nothing_new_reads_as_much_whatever_was_landed(tmp_path, mon
         reads[files] = dict(calls)
     assert reads[40] == reads[400] and reads[40].get("stat", 0) >= 8, reads
     assert reads[40].get("scandir", 0) == 0  # the landing folder did not change: its entries are not read again
+
+
+def test_a_batch_that_did_not_change_keeps_its_view_and_its_batch_when_the_index_is_written(tmp_path):
+    """Each write of the index is parsed into new entries: a batch whose entry is equal keeps its view (and the loop
+    its Batch); only the batch the write changed is made again."""
+    root = _root_with(tmp_path, 30, 10)
+    before = read_state(root).batches
+    views = landing_view(root).batches
+    record_ingest(root, "batch-0001", {}, {}, runs=None)
+    after = read_state(root).batches
+    assert [a is b for a, b in zip(landing_view(root).batches, views)] == [True, False, True]
+    assert [a is b for a, b in zip(after, before)] == [True, False, True]
 
 
 def test_a_new_file_is_seen_by_the_next_tick(tmp_path):

@@ -90,10 +90,10 @@ def test_a_failed_step_shows_its_cause_not_dagsters_wrapper(isolated_env):
 
 
 def test_a_batch_whose_ingest_failed_shows_in_status_with_its_cause_until_reingested(isolated_env, monkeypatch):
-    from orchrm_dagster.storage import StorageRoot
+    from orchrm_dagster.storage import StorageRoot, land
 
     root = StorageRoot(str(isolated_env / "storage"))
-    landed = root.land(EXAMPLE_BATCH)
+    landed = land(root, EXAMPLE_BATCH)
     import orchrm_dagster.ingest as ingest
 
     def broken(*args, **kwargs):

@@ -89,8 +89,10 @@ class Daemon:
             return None
 
     def land(self, tmp_path: Path, name: str, runs) -> None:
+        from orchrm_dagster.storage import land
+
         write_jsonl(runs, tmp_path / name)
-        self.root().land(tmp_path / name)
+        land(self.root(), tmp_path / name)
 
     def wait(self, what: str, condition, timings: dict, started: float) -> None:
         deadline = time.monotonic() + TIMEOUT_S

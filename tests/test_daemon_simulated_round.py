@@ -28,8 +28,10 @@ def test_the_daemon_runs_a_simulated_round_gated_on_measured_held_out_accuracy(t
         [row] = daemon.query("select * from grpo_rounds")
         assert row["environment"] == "simulated" and row["gate"] == "accuracy" and row["confidence"] == 0.95
         assert row["heldout_plans_before"] == row["heldout_plans_after"] == 8  # 4 problems x 2 plans
-        assert 0 <= row["heldout_correct_before"] <= 8 and 0 <= row["heldout_correct_after"] <= 8
-        assert row["accuracy_difference_low"] <= row["accuracy_difference_high"]
+        assert row["truth"].startswith("plan_success_rate ")  # the truth and its parameters, as the round ran them
+        before, after = row["heldout_correct_before"], row["heldout_correct_after"]
+        assert row["heldout_accuracy_before"] == before / 8 and row["heldout_accuracy"] == after / 8
+        assert row["accuracy_difference_low"] <= (after - before) / 8 <= row["accuracy_difference_high"]
         assert row["verdict"] in ("promoted", "rejected", "undecided") and row["promoted"] == (
             row["verdict"] == "promoted")
         assert row["reason"] and (row["verdict"] != "undecided" or row["reason"].startswith("undecided: 8 + 8 plans"))

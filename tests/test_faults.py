@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.glue.cli import main
 from orchrm_dagster.glue.commands import ingest_files
-from orchrm_dagster.storage import StorageRoot, Warehouse
+from orchrm_dagster.storage import StorageRoot, Warehouse, land
 from orchrm_dagster.synthetic import generate_runs
 
 from .conftest import write_lines
@@ -145,7 +145,7 @@ def test_two_files_of_the_same_name_from_two_folders_both_land(tmp_path):
 def test_odd_names_stay_inside_the_landing_zone(tmp_path, storage_root):
     odd = tmp_path / "..☃ odd name [1]*?.jsonl"
     write_lines(odd, records(2, 1))
-    landed = storage_root.land(odd)
+    landed = land(storage_root, odd)
     assert landed.path.startswith(storage_root.landing_path() + "/") and "/" not in landed.name
     assert landed.batch_id != landed.name and all(c.isalnum() or c in "._-" for c in landed.batch_id)
 

@@ -95,10 +95,11 @@ telemetry:
     from assets.sensors import loop_sensor
     from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.glue.commands import ingest_landed
+    from orchrm_dagster.storage import land
 
     defs = build_definitions()
     root = defs.resources["storage"].storage_root()
-    root.land(files[2])
+    land(root, files[2])
     with dg.DagsterInstance.get() as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         context = dg.build_sensor_context(instance=instance, resources={"storage": defs.resources["storage"],

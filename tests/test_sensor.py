@@ -9,7 +9,7 @@ from assets.sensors import loop_sensor
 from orchrm_dagster.glue.config_bridge import from_engine
 from orchrm_dagster.glue.resources import LoopResource, StorageResource
 from orchrm_dagster.loop import BatchingSettings, LoopSettings
-from orchrm_dagster.storage import batch_id_for, landing_view
+from orchrm_dagster.storage import batch_id_for, land, landing_view
 from tests.conftest import drop, write_lines
 
 SETTLED = from_engine(LoopResource, LoopSettings(batching=BatchingSettings(settle_s=0)))  # no drop still landing
@@ -64,17 +64,17 @@ def test_a_drop_still_landing_waits_and_says_so(tmp_path, storage_root, good_rec
 def test_a_file_landed_by_orchrm_is_a_batch_of_its_own_asked_for_at_once(tmp_path, storage_root, good_records):
     storage = StorageResource(root=storage_root.base)
     drop(storage_root, write_lines(tmp_path / "dropped.jsonl", good_records[:3]))
-    storage_root.land(write_lines(tmp_path / "landed.jsonl", good_records[3:]))  # as `orchrm ingest` and the runner
+    land(storage_root, write_lines(tmp_path / "landed.jsonl", good_records[3:]))  # as `orchrm ingest` and the runner
     result = evaluate(storage, loop=LoopResource())  # settle_s 5: the dropped file waits, the landed one does not
     assert [r.partition_key for r in result.run_requests] == ["landed.jsonl"]
 
 
 def test_a_replaced_file_is_ingested_again(tmp_path, storage_root, good_records):
     storage = StorageResource(root=storage_root.base)
-    storage_root.land(write_lines(tmp_path / "batch.jsonl", good_records[:3]))
+    land(storage_root, write_lines(tmp_path / "batch.jsonl", good_records[:3]))
     first = evaluate(storage)
     time.sleep(0.01)
-    storage_root.land(write_lines(tmp_path / "batch.jsonl", good_records))
+    land(storage_root, write_lines(tmp_path / "batch.jsonl", good_records))
     second = evaluate(storage)
     assert [r.partition_key for r in second.run_requests] == ["batch.jsonl"]
     assert second.run_requests[0].run_key != first.run_requests[0].run_key
@@ -84,7 +84,7 @@ def test_a_file_the_cli_already_ingested_is_not_ingested_again(tmp_path, storage
     from orchrm_dagster.definitions import build_definitions
 
     storage = StorageResource(root=storage_root.base)
-    landed = storage_root.land(write_lines(tmp_path / "cli.jsonl", good_records[:3]))
+    landed = land(storage_root, write_lines(tmp_path / "cli.jsonl", good_records[:3]))
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("run_batches", [landed.batch_id])
         job = build_definitions(storage).resolve_job_def("ingest_run_batch")

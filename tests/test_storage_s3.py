@@ -4,6 +4,7 @@ import dagster as dg
 
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.glue.resources import StorageResource
+from orchrm_dagster.storage import land
 from tests.conftest import write_lines
 
 
@@ -13,7 +14,7 @@ def test_ingest_label_and_query_on_s3(tmp_path, s3_endpoint, good_records):
     root = storage.storage_root()
     root.fs.mkdir("orchrm-test")
     lines = [*good_records, {"run_id": "x"}]
-    landed = root.land(write_lines(tmp_path / "s3batch.jsonl", lines))
+    landed = land(root, write_lines(tmp_path / "s3batch.jsonl", lines))
     assert root.landed_files()[0].name == "s3batch.jsonl"
 
     defs = build_definitions(storage)

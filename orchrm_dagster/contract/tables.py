@@ -347,6 +347,7 @@ GRPO_ROUNDS = pa.schema(
         ("training_tokens", pa.int64()),  # tokens the trainer read in forward passes (prompt + completion, per epoch)
         # The policy gate (grpo/gate.py): where held-out plans executed, what the verdict was decided on, the verdict
         ("environment", pa.string()),  # agents | simulated (correctness drawn from a truth function: say so)
+        ("truth", pa.string()),  # a simulated environment's truth function and its parameters (null: real agents)
         ("gate", pa.string()),  # accuracy (measured held-out accuracy decided) | reward_only (asked for by config)
         ("verdict", pa.string()),  # promoted | rejected | undecided | unverified | untrained
         ("reward_hacking", pa.bool_()),  # reward rose past the threshold while accuracy did not: rejected

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from orchrm_dagster.contract import DEFAULT_ENVIRONMENT
 from orchrm_dagster.environments.base import Environment, EnvironmentContext, Executor, PlanJob
 from orchrm_dagster.labels import label_answer
 from orchrm_dagster.mas import ExecutionResult
 from orchrm_dagster.registry import Registry
 
-__all__ = ["ENVIRONMENTS", "Environment", "EnvironmentContext", "Executor", "Labeled", "PlanJob", "environment_named",
+__all__ = ["ENVIRONMENTS", "Environment", "EnvironmentContext", "Executor", "Labeled", "PlanJob", "environment_label", "environment_named",
            "environment_names", "environments", "execute_and_label", "executor_for", "is_simulated",
            "register_environment"]
 
@@ -33,8 +34,14 @@ environment_named = ENVIRONMENTS.named
 def is_simulated(name: str | None) -> bool:
     """Whether runs of environment `name` (None: a run from before environments, executed by real agents) had their
     correctness simulated. An environment this installation does not know counts as not simulated."""
-    entry = environments().get(name or "agents")
+    entry = environments().get(name or DEFAULT_ENVIRONMENT)
     return bool(entry and entry.simulated)
+
+
+def environment_label(name: str | None) -> str:
+    """How every table, plot and metadata entry names an environment: a simulated one says so."""
+    name = name or DEFAULT_ENVIRONMENT
+    return f"{name} (SIMULATED)" if is_simulated(name) else name
 
 
 def executor_for(execution, backend: Callable[[], object]) -> Executor:

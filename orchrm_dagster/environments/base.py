@@ -28,6 +28,7 @@ class Executor:
     mean_batch_size: float | None = None  # requests per backend call, when concurrent plans shared batches
     retriever = None  # WebSearchAgent's retriever (mas.Retriever), when the environment searches a corpus
     record_meta: dict = {}  # what each run record's meta says of the environment (a simulated truth's name)
+    truth: str | None = None  # what decides correctness where it is simulated: the truth function and its parameters
 
     def completed(self, jobs: Sequence[PlanJob]) -> Iterator[tuple[int, ExecutionResult]]:
         """(index in `jobs`, result) as each plan finishes. Never raises for one plan: its failure comes back in the

@@ -10,17 +10,16 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator, Sequence
+from typing import Literal
 
 from orchrm_dagster.contract import RunErrorKind
 from orchrm_dagster.engine_config import Field, engine_config, sections_config
 from orchrm_dagster.environments import Environment, EnvironmentContext, Executor, PlanJob, register_environment
 from orchrm_dagster.environments.costs import calls_of, load_costs
+from orchrm_dagster.labels import wrong_answer
 from orchrm_dagster.mas import CallRecord, ExecutionResult
 from orchrm_dagster.plans import Plan, PlanError, parse_plan
-from orchrm_dagster.synthetic import wrong_answer
 from orchrm_dagster.truths import truth_named, truths
-
-from typing import Literal
 
 TruthName = Literal[tuple(truths())]
 TruthSettings = sections_config("TruthSettings", "Each truth function's parameters, by name (read only for the "
@@ -62,11 +61,12 @@ class SimulatedExecutor(Executor):
     model_id = SIMULATED_MODEL
 
     def __init__(self, config: SimulatedEnvironmentSettings, execution):
-        self.truth = truth_named(config.truth)
+        self.truth_function = truth_named(config.truth)
         self.truth_config = getattr(config.truth_settings, config.truth)
         self.costs = load_costs(config.costs)
         self.execution = execution
         self.record_meta = {"simulated_truth": config.truth}
+        self.truth = f"{config.truth} {self.truth_config}"
 
     def completed(self, jobs: Sequence[PlanJob]) -> Iterator[tuple[int, ExecutionResult]]:
         for index, job in enumerate(jobs):
@@ -81,11 +81,9 @@ class SimulatedExecutor(Executor):
         if job.reference is None or not job.reference.strip():
             return _failed("simulated environment: the problem has no reference answer to answer with",
                            RunErrorKind.EXECUTOR_FAILED, calls=calls)
-        correct = random.Random(run_seed(job)).random() < self.truth.chance(self.truth_config, plan)
+        correct = random.Random(run_seed(job)).random() < self.truth_function.chance(self.truth_config, plan)
         final = answer_text(job, correct)
-        outputs = {plan.sink: final} if plan.agents else {}
-        return ExecutionResult(final, outputs, calls, sum(c.prompt_tokens for c in calls),
-                               sum(c.completion_tokens for c in calls), None, None)
+        return _result(calls, final, {plan.sink: final} if plan.agents else {})
 
     def calls(self, plan: Plan) -> list[CallRecord]:
         """The sub-agent calls the plan's agents would make, each with its agent type's measured mean tokens (a
@@ -104,8 +102,13 @@ class SimulatedExecutor(Executor):
 
 def _failed(error: str, kind: RunErrorKind, plan_error: str | None = None,
             calls: list[CallRecord] | None = None) -> ExecutionResult:
-    calls = calls or []
-    return ExecutionResult(None, {}, calls, sum(c.prompt_tokens for c in calls),
+    return _result(calls or [], error=error, plan_error=plan_error, kind=kind)
+
+
+def _result(calls: list[CallRecord], final: str | None = None, outputs: dict | None = None, error: str | None = None,
+            plan_error: str | None = None, kind: RunErrorKind | None = None) -> ExecutionResult:
+    """A simulated execution, its tokens the sum of its simulated calls'."""
+    return ExecutionResult(final, outputs or {}, calls, sum(c.prompt_tokens for c in calls),
                            sum(c.completion_tokens for c in calls), error, plan_error, kind)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from orchrm_dagster.contract import DEFAULT_ENVIRONMENT
 from orchrm_dagster.evaluation.settings import EvaluationSettings
 from orchrm_dagster.rm import benchmark_domains
 from orchrm_dagster.storage import StorageRoot, scan_table
@@ -50,14 +51,14 @@ def candidate_pool(root: StorageRoot, settings: EvaluationSettings, champions: M
 
 def policy_in_environment() -> pl.Expr:
     """The pool's `policy`: the run's policy name, followed by its environment where that is not real agents, so pools
-    never mix environments and every table and plot made from simulated runs says so ("fewshot [simulated]")."""
-    from orchrm_dagster.environments import environments
+    never mix environments and every table and plot made from simulated runs says so ("fewshot [simulated
+    (SIMULATED)]")."""
+    from orchrm_dagster.environments import environment_label, environment_names
 
-    simulated = [name for name, entry in environments().items() if entry.simulated]
-    label = pl.when(pl.col("environment").is_in(simulated)).then(pl.lit(" [SIMULATED: ") + pl.col("environment")
-                                                                  + pl.lit("]"))
-    return (pl.col("policy_name") + pl.when(pl.col("environment") == "agents").then(pl.lit(""))
-            .otherwise(label.otherwise(pl.lit(" [") + pl.col("environment") + pl.lit("]")))).alias("policy")
+    suffixes = {name: f" [{environment_label(name)}]" for name in environment_names()} | {DEFAULT_ENVIRONMENT: ""}
+    unknown = pl.lit(" [") + pl.col("environment") + pl.lit("]")
+    return (pl.col("policy_name") + pl.col("environment").replace_strict(suffixes, default=unknown,
+                                                                         return_dtype=pl.String)).alias("policy")
 
 
 def _champion_of_benchmark(runs: pl.LazyFrame, champions: Mapping[str, int]) -> pl.DataFrame:

@@ -26,7 +26,7 @@ from orchrm_dagster.evaluation.plots import accuracy_vs_n, accuracy_vs_tokens
 from orchrm_dagster.evaluation.pools import GROUP, candidate_pool, run_texts
 from orchrm_dagster.evaluation.settings import EvaluationSettings
 from orchrm_dagster.llm import LLMBackend
-from orchrm_dagster.rm import current_champions, domain_of, newest_champion, no_champion_reason, pair_problems
+from orchrm_dagster.rm import champion_refusals, current_champions, domain_of, newest_champion, pair_problems
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 NORMAL_LIMIT = 5000  # above this many problems the bootstrap's normal limit gives the interval
@@ -109,8 +109,9 @@ def _reward_model(root: StorageRoot) -> tuple[dict[str, int], dict[str, frozense
 
 def _refused_benchmarks(root: StorageRoot, pool: pl.DataFrame, champions: dict[str, int]) -> dict[str, str]:
     """Benchmark -> why a method that ranks by the champion's scores refuses it: its domain has no champion."""
-    benchmarks = pool["benchmark"].unique().sort().to_list() if pool.height else []
-    return {b: no_champion_reason(root, domain_of(b)) for b in benchmarks if domain_of(b) not in champions}
+    domains = {b: domain_of(b) for b in (pool["benchmark"].unique().sort().to_list() if pool.height else [])}
+    refusals = champion_refusals(root, set(domains.values()), champions)
+    return {b: refusals[domain] for b, domain in domains.items() if domain in refusals}
 
 
 def _digest(settings: EvaluationSettings, now: datetime) -> str:

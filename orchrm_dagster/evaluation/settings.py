@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from orchrm_dagster.devices import Device
 from orchrm_dagster.engine_config import Field, engine_config
-from orchrm_dagster.evaluation.methods import method_named, method_names
 from orchrm_dagster.rm import InputFormat
 
 
@@ -71,12 +70,19 @@ class JudgeSettings:
                                 "each N costs the judges one call or more per problem and draw")
 
 
+def _registry():
+    """The methods' registry, imported when first read: its method modules import these settings."""
+    from orchrm_dagster.evaluation import methods
+
+    return methods
+
+
 @engine_config
 class EvaluationSettings:
     benchmarks: tuple[str, ...] = Field(default=(), description="Only these benchmarks (empty: every one)")
     policies: tuple[str, ...] = Field(default=(), description="Only these policies (empty: every one)")
     methods: tuple[str, ...] = Field(
-        default_factory=method_names,
+        default_factory=lambda: _registry().method_names(),
         description="Ways of choosing among N runs to compare (default: every registered method, see "
                     "`orchrm evaluate --help`)")
     ns: tuple[int, ...] = Field(default=(1, 2, 4, 8), description="Candidate-set sizes N")
@@ -92,7 +98,7 @@ class EvaluationSettings:
 
     def __post_init__(self) -> None:
         for name in self.methods:
-            method_named(name)  # ValueError naming an unknown method and the known ones
+            _registry().method_named(name)  # ValueError naming an unknown method and the known ones
         if not self.ns or min(self.ns) < 1:
             raise ValueError("ns must hold candidate-set sizes >= 1")
         if set(self.judge.ns) - set(self.ns):
@@ -103,4 +109,4 @@ class EvaluationSettings:
     @property
     def needs_llm_backend(self) -> bool:
         """Whether a chosen method (an LLM judge) takes an LLM backend."""
-        return any(method_named(name).needs_llm for name in self.methods)
+        return any(_registry().method_named(name).needs_llm for name in self.methods)

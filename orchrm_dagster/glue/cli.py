@@ -202,26 +202,26 @@ def _print_quarantined_files(warehouse) -> None:
 
 
 def _print_environments(warehouse) -> None:
-    """A line per environment whose runs were not executed by real sub-agents (the warehouse alone: status imports no
-    model code): a simulated environment's runs name their truth function in their meta."""
+    """A line per simulated environment and truth function the runs were executed in, as their meta records it (the
+    warehouse alone: status imports no model code)."""
     rows = warehouse.query(
         "select environment, json_extract_string(meta, '$.simulated_truth') AS truth, count(*) AS runs from runs "
-        "where environment <> 'agents' group by all order by all").to_pylist()
+        "where truth is not null group by all order by all").to_pylist()
     for row in rows:
-        drawn = f", correctness drawn by the {row['truth']} truth function" if row["truth"] else ""
         console.print(f"[yellow]SIMULATED: {row['runs']} run(s) executed in the {row['environment']} environment, not "
-                      f"by real sub-agents{drawn}: every figure made from them is simulated[/yellow]", soft_wrap=True)
+                      f"by real sub-agents, correctness drawn by the {row['truth']} truth function: every figure made "
+                      f"from them is simulated[/yellow]", soft_wrap=True)
 
 
 def _print_round_verdicts(warehouse) -> None:
     """The policy gate's latest verdict, and every round flagged as suspected reward hacking."""
-    rows = warehouse.query("select round, verdict, promoted, reason, environment, reward_hacking from grpo_rounds "
-                           "order by round").to_pylist()
+    rows = warehouse.query("select round, verdict, promoted, reason, environment, truth, reward_hacking "
+                           "from grpo_rounds order by round").to_pylist()
     if not rows:
         return
     latest = rows[-1]
-    where = (f" (held-out plans executed in the {latest['environment']} environment: SIMULATED)"
-             if latest["environment"] not in (None, "agents") else "")
+    where = (f" (held-out plans executed in the {latest['environment']} environment, truth {latest['truth']}: "
+             f"SIMULATED)" if latest["truth"] else "")
     verdict = latest["verdict"] or ("promoted" if latest["promoted"] else "not promoted")
     console.print(f"round {latest['round']}{where}: {verdict}: {latest['reason']}", soft_wrap=True)
     for row in rows:
@@ -558,7 +558,7 @@ def orchestrate_command(benchmark, policy_names, problem_limit, n_samples, seed,
     execution = ExecutionSettings(selection="orchrm_bon", best_of_n=best_of) if best_of else ExecutionSettings()
     if truth is not None and environment not in (None, "simulated"):
         raise click.BadParameter("--truth applies to --environment simulated", param_hint="--truth")
-    execution = execution.in_environment(environment or ("simulated" if truth else None), truth)
+    execution = execution.in_environment(environment, truth)
     with step_progress(console) as progress:
         executions = _or_exit(lambda: orchestrate_policies(
             defs, benchmark, resolve_policies(defs, policy_names), sampling, execution,
@@ -627,7 +627,7 @@ def loop_command(rounds, method, rewards, reward_weights, start, steps, group_si
                                    round=dataclasses.replace(loop.round, **round_changes), **changes)
         if truth is not None and environment not in (None, "simulated"):
             raise ValueError("--truth applies to --environment simulated")
-        loop = loop.in_environment(environment or ("simulated" if truth else None), truth)
+        loop = loop.in_environment(environment, truth)
     except (pydantic.ValidationError, ValueError) as err:
         raise click.BadParameter(str(err)) from err
     with step_progress(console, total=rounds) as progress:

@@ -11,7 +11,7 @@ import dagster as dg
 import sql
 from orchrm_dagster.glue.instance import cli_instance, process_tags
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
-from orchrm_dagster.storage import batch_id_for
+from orchrm_dagster.storage import batch_holding, batch_id_for, land
 
 QUIET = {"console": {"config": {"log_level": "CRITICAL"}}}  # loggers of in-process runs: the CLI prints what failed
 
@@ -54,7 +54,7 @@ def ingest_files(defs: dg.Definitions, paths: list[Path], on_start: Callable[[st
                  on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
     """Land each file and ingest it as a batch of its own (a run_batches partition named after it)."""
     root = defs.resources["storage"].storage_root()
-    return ingest_landed(defs, [root.land(path).name for path in paths], on_start, on_done)
+    return ingest_landed(defs, [land(root, path).name for path in paths], on_start, on_done)
 
 
 def ingest_landed(defs: dg.Definitions, names: list[str], on_start: Callable[[str], None] | None = None,
@@ -64,18 +64,7 @@ def ingest_landed(defs: dg.Definitions, names: list[str], on_start: Callable[[st
     same tags), so the loop counts its outcome like any other. `on_start` gets each batch's name before its run,
     `on_done` its outcome after."""
     root = defs.resources["storage"].storage_root()
-    return ingest_batches(defs, [_batch_of(root, name) for name in names], on_start, on_done)
-
-
-def _batch_of(root, name: str) -> str:
-    """The batch that holds a landed file: the one the loop cut it into, else a new batch of its own."""
-    from orchrm_dagster.storage import NewBatch, read_index, register_batches
-
-    found = read_index(root).batch_of(name)
-    if found is None:
-        register_batches(root, [NewBatch(batch_id_for(name), (name,), False)])
-        found = read_index(root).batch_of(name)
-    return found
+    return ingest_batches(defs, [batch_holding(root, name) for name in names], on_start, on_done)
 
 
 def resolve_batches(root, names: list[str]) -> tuple[list[str], list[str]]:
@@ -87,15 +76,18 @@ def resolve_batches(root, names: list[str]) -> tuple[list[str], list[str]]:
     landed = [f.name for f in root.landed_files()]
     found, unknown = [], []
     for name in names:
-        own = next((f for f in landed if batch_id_for(f) == name), None)  # a one-file batch's id, by its file
         if name in index.entries:
             found.append(name)
-        elif name in landed or index.batch_of(name) is not None:
-            found.append(_batch_of(root, name))
-        elif own is not None:
-            found.append(_batch_of(root, own))
+        elif (held := index.batch_of(name)) is not None:
+            found.append(held)
+        elif name in landed:
+            found.append(batch_holding(root, name))
         else:
-            unknown.append(name)
+            own = next((f for f in landed if batch_id_for(f) == name), None)  # a one-file batch's id, by its file
+            if own is None:
+                unknown.append(name)
+            else:
+                found.append(batch_holding(root, own))
     return found, unknown
 
 

@@ -4,7 +4,6 @@ classes, and the in-process driver `orchrm loop` uses. The sensors and the CLI r
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from orchrm_dagster.glue.config_bridge import from_engine
 from orchrm_dagster.glue.partitions import benchmarks, grpo_rounds, policies, run_batches
 from orchrm_dagster.glue.run_configs import ExecutionConfig, GRPORoundConfig, RewardModelConfig, SamplingConfig
 from orchrm_dagster.loop import Decision, LoopSettings, LoopState, Step, StepRuns, decide, read_state
-from orchrm_dagster.storage import NewBatch, StorageRoot, register_batches
+from orchrm_dagster.storage import StorageRoot, register_batches
 
 STEP_TAG, LOOP_TAG, SOURCE_FILE_TAG, FILES_TAG = "orchrm/step", "orchrm/loop", "orchrm/source_file", "orchrm/files"
 
@@ -89,18 +88,8 @@ def prepare_steps(root: StorageRoot, steps) -> list[Step]:
     """The steps with the batches this decision cut recorded in the batch index first, so the next decision (and
     the ingest run) finds their files taken; a batch another process cut first (one of its files is in another
     batch now) is dropped, and its files are cut again at the next decision."""
-    new = [step.batch for step in steps if step.kind == "ingest" and not step.batch.registered]
-    if not new:
-        return list(steps)
-    recorded = set(register_batches(root, [NewBatch(b.batch_id, b.files, b.paced) for b in new]))
-    prepared = []
-    for step in steps:
-        if step.kind == "ingest" and not step.batch.registered:
-            if step.batch.batch_id not in recorded:
-                continue
-            step = dataclasses.replace(step, batch=dataclasses.replace(step.batch, registered=True))
-        prepared.append(step)
-    return prepared
+    recorded = set(register_batches(root, [step.cut for step in steps if step.cut is not None]))
+    return [step for step in steps if step.cut is None or step.cut.batch_id in recorded]
 
 
 @dataclass(frozen=True)

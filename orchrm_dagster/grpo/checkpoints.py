@@ -15,6 +15,8 @@ from orchrm_dagster.orchestration import PolicySpec
 from orchrm_dagster.storage import StorageRoot, local_work_dir
 
 MANIFEST = "manifest.json"
+# what a round spent, by kind (grpo_rounds columns): the rounds' table, the asset's metadata and the manifest show them
+TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
 
 
 def round_name(round_number: int) -> str:

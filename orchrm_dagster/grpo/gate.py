@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 PROMOTED, REJECTED, UNDECIDED, UNVERIFIED, UNTRAINED = "promoted", "rejected", "undecided", "unverified", "untrained"
-ACCURACY_GATE, REWARD_ONLY_GATE = "accuracy", "reward_only"
+GateName = Literal["accuracy", "reward_only"]  # what a checkpoint may be promoted on (grpo_rounds.gate)
+ACCURACY_GATE: GateName = "accuracy"
+REWARD_ONLY_GATE: GateName = "reward_only"
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class Reward:
 class GateRule:
     """The gate's settings (GRPOSettings' fields of the same names)."""
 
-    gate: str = ACCURACY_GATE  # accuracy | reward_only
+    gate: GateName = ACCURACY_GATE
     accuracy_margin: float = 0.05
     confidence: float = 0.95
     reward_margin: float = 0.0  # policy_margin: how far the held-out reward may fall
@@ -93,7 +96,7 @@ class GateRule:
 class GateVerdict:
     verdict: str  # promoted | rejected | undecided | unverified | untrained
     reason: str
-    gate: str  # accuracy | reward_only: what the verdict was decided on
+    gate: GateName  # what the verdict was decided on
     reward_hacking: bool = False
     difference: tuple[float, float] | None = None  # the interval of the accuracy difference, when both are measured
 

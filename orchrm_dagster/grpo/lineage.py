@@ -14,11 +14,11 @@ import json
 from typing import Literal
 
 from orchrm_dagster.grpo.checkpoints import MANIFEST
+from orchrm_dagster.grpo.gate import ACCURACY_GATE
 from orchrm_dagster.pairs import CORRECT_OVER_INCORRECT
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 Start = Literal["continue", "scratch"]
-ACCURACY_GATE = "accuracy"  # grpo_rounds.gate of a round whose verdict was decided on measured held-out accuracy
 
 
 def reward_model_sources(start: Start) -> tuple[str, ...]:

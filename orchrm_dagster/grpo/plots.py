@@ -11,7 +11,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from orchrm_dagster.environments import is_simulated  # noqa: E402
+from orchrm_dagster.contract import DEFAULT_ENVIRONMENT  # noqa: E402
+from orchrm_dagster.environments import environment_label, is_simulated  # noqa: E402
+from orchrm_dagster.grpo.checkpoints import TOKEN_COLUMNS  # noqa: E402
 from orchrm_dagster.reporting import figure_png  # noqa: E402
 
 
@@ -37,7 +39,7 @@ def rounds_png(rows: list[dict]) -> bytes:
     for ax in axes.flat:
         ax.set_xticks(rounds, labels=labels, fontsize=7)
         ax.grid(alpha=0.3)
-    environments = sorted({r.get("environment") or "agents" for r in rows})
+    environments = sorted({r.get("environment") or DEFAULT_ENVIRONMENT for r in rows})
     if any(is_simulated(name) for name in environments):
         figure.suptitle(f"SIMULATED: held-out plans executed in {', '.join(environments)} (correctness drawn from a "
                         f"truth function)", color="tab:red", fontsize=9)
@@ -67,23 +69,18 @@ def rounds_table(rows: list[dict]) -> tuple[list[str], list[tuple]]:
     its interval and plan count, the verdict and what it was decided on; a simulated environment named as such."""
     table = []
     for r in rows:
-        tokens = [r[key] for key in ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")]
-        table.append((r["round"], r["method"], r["reward_mode"], _environment(r), r["rm_version"],
+        tokens = [r[key] for key in TOKEN_COLUMNS]
+        table.append((r["round"], r["method"], r["reward_mode"], environment_label(r.get("environment")), r["rm_version"],
                       _number(r["mean_reward"]), _number(r["kl"]),
                       _interval(r["heldout_reward_before"], r.get("heldout_reward_low_before"),
                                 r.get("heldout_reward_high_before")),
                       _interval(r["heldout_reward_after"], r.get("heldout_reward_low_after"),
                                 r.get("heldout_reward_high_after")),
-                      _accuracy(r, "before", "heldout_accuracy_before"), _accuracy(r, "after", "heldout_accuracy"),
+                      accuracy_text(r, "before"), accuracy_text(r, "after"),
                       _interval(None, r.get("accuracy_difference_low"), r.get("accuracy_difference_high")),
                       r.get("verdict") or ("promoted" if r["promoted"] else "rejected"), r.get("gate") or "",
                       "yes" if r.get("reward_hacking") else "", *tokens, sum(t or 0 for t in tokens)))
     return ROUNDS_HEADERS, table
-
-
-def _environment(row: dict) -> str:
-    name = row.get("environment") or "agents"
-    return f"{name} (SIMULATED)" if is_simulated(name) else name
 
 
 def _number(value) -> str:
@@ -98,7 +95,9 @@ def _interval(value, low, high) -> str:
     return f"{shown} [{low:+.3f}, {high:+.3f}]".strip() if value is None else f"{shown} [{low:.3f}, {high:.3f}]"
 
 
-def _accuracy(row: dict, side: str, column: str) -> str:
+def accuracy_text(row: dict, side: str) -> str:
+    """A grpo_rounds row's held-out accuracy on one side (before | after): value, interval and plan count."""
+    column = "heldout_accuracy" if side == "after" else f"heldout_accuracy_{side}"
     if row.get(column) is None:
         return "not measured"
     plans = row.get(f"heldout_plans_{side}")

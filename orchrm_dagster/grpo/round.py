@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from filelock import FileLock, Timeout
 
-from orchrm_dagster.grpo.checkpoints import (append_row, base_model_dir, checkpoint_policies, checkpoint_row,
-                                             policy_name, publish_checkpoint, read_table)
+from orchrm_dagster.environments import Executor, executor_for
+from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_model_dir, checkpoint_policies,
+                                             checkpoint_row, policy_name, publish_checkpoint, read_table)
 from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Reward, policy_gate
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
 from orchrm_dagster.grpo.methods import MethodContext, method_named
@@ -20,8 +21,7 @@ from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.grpo.train import TrainOutcome
 from orchrm_dagster.llm import BackendSpec, build_backend
 from orchrm_dagster.mas import question_text, render_prompt
-from orchrm_dagster.orchestration import (PolicySpec, Problem, execute_and_label_samples, sample_plans,
-                                          select_problems, samples_executor)
+from orchrm_dagster.orchestration import PolicySpec, Problem, execute_and_label_samples, sample_plans, select_problems
 from orchrm_dagster.rm import champion_scorer, domain_of, trained_on
 from orchrm_dagster.storage import StorageRoot, local_work_dir
 
@@ -97,10 +97,10 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     if problem is not None:
         raise ValueError(problem)
     train, held_out = round_problems(root, settings, round_number)
-    executor = samples_executor(settings.execution, build_backend(subagents))
+    executor = executor_for(settings.execution, lambda: build_backend(subagents))
     on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name}), executed in the "
             f"{executor.environment} environment")
-    before = _start_checkpoint_after(root, policy, rm_version, settings, len(held_out)) or measure_held_out(
+    before = _start_checkpoint_after(root, policy, rm_version, settings, executor, len(held_out)) or measure_held_out(
         policy, model_dir, held_out, settings, scorer, subagents, executor, execute=settings.heldout_execute)
     work = local_work_dir(root) / "grpo" / f"r{round_number:04d}"
     method = method_named(settings.method)
@@ -120,16 +120,16 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
         verdict = policy_gate(before.reward, after.reward, before.accuracy, after.accuracy, settings.gate_rule)
     on_step(f"round {round_number}: {verdict.verdict}: {verdict.reason}")
     row = _round_row(round_number, settings, rm_version, trained, before, after, time.perf_counter() - started,
-                     policy.name, verdict, published=checkpoint is not None, environment=executor.environment)
+                     policy.name, verdict, published=checkpoint is not None, executor=executor)
     path = None
     if checkpoint is not None:
         manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
                     "base_model": model_dir, "method": settings.method, "reward_mode": settings.reward_mode,
                     "rm_version": rm_version, "settings": repr(settings), "environment": executor.environment,
+                    "truth": executor.truth,
                     "verdict": verdict.verdict, "gate": verdict.gate,
                     "train_problems": [p.problem_id for p in train],
-                    "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in (
-                        "generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")}}
+                    "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in TOKEN_COLUMNS}}
         path = str(publish_checkpoint(root, round_number, work / "model", manifest))
         append_row(root, "policy_checkpoints", checkpoint_row(round_number, path, model_dir, settings.reward_mode,
                                                               rm_version, checkpoint, verdict.promoted))
@@ -203,22 +203,17 @@ def held_out_plan_rewards(samples: list, scorer, margin: float) -> list[float]:
     return rewards if rewards[0] is not None else [float("-inf")] * len(samples)
 
 
-def held_out_reward(samples: list, scorer, margin: float) -> float:
-    """The mean of `held_out_plan_rewards`."""
-    rewards = held_out_plan_rewards(samples, scorer, margin)
-    return sum(rewards) / len(rewards)
-
-
 def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int, settings: GRPOSettings,
-                            held_out_problems: int) -> HeldOut | None:
+                            executor: Executor, held_out_problems: int) -> HeldOut | None:
     """The held-out measure of the checkpoint a round starts from, taken after its own round, stands for this
-    round's before when the champion, the environment and the number of held-out plans are the same (and, with
-    heldout_execute, when that measure has an accuracy). The held-out problems and seeds come from the round config:
-    a loop that changes them mid-way compares apart."""
+    round's before when the champion, the environment (a simulated one's truth and parameters included) and the
+    number of held-out plans are the same (and, with heldout_execute, when that measure has an accuracy). The
+    held-out problems and seeds come from the round config: a loop that changes them mid-way compares apart."""
     plans = held_out_problems * settings.heldout_samples
     rows = [r for r in read_table(root, "grpo_rounds")
             if r["policy_checkpoint"] == policy.name and r["rm_version"] == rm_version
-            and r["environment"] == settings.execution.environment and r["heldout_plans_after"] == plans]
+            and r["environment"] == executor.environment and r["truth"] == executor.truth
+            and r["heldout_plans_after"] == plans]
     if not rows or (settings.heldout_execute and rows[0]["heldout_correct_after"] is None):
         return None
     row = rows[0]
@@ -227,7 +222,7 @@ def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: i
 
 
 def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before: HeldOut, after: HeldOut,
-               seconds: float, start_policy: str, verdict: GateVerdict, published: bool, environment: str) -> dict:
+               seconds: float, start_policy: str, verdict: GateVerdict, published: bool, executor: Executor) -> dict:
     confidence = settings.gate_confidence
     return {"round": round_number, "policy_checkpoint": policy_name(round_number) if published else None,
             "reward_mode": settings.reward_mode, "rm_version": rm_version, "steps": trained.steps,
@@ -239,7 +234,7 @@ def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before
             "heldout_accuracy_before": before.accuracy.value if before.accuracy else None,
             "promoted": verdict.promoted, "reason": verdict.reason,
             "method": settings.method, "training_tokens": trained.training_tokens,
-            "environment": environment, "gate": verdict.gate, "verdict": verdict.verdict,
+            "environment": executor.environment, "truth": executor.truth, "gate": verdict.gate, "verdict": verdict.verdict,
             "reward_hacking": verdict.reward_hacking, "confidence": confidence,
             **_side_columns("before", before, confidence), **_side_columns("after", after, confidence),
             "accuracy_difference_low": verdict.difference[0] if verdict.difference else None,

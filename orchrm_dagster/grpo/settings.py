@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from orchrm_dagster.engine_config import Field, engine_config, sections_config
-from orchrm_dagster.grpo.gate import GateRule
+from orchrm_dagster.grpo.gate import GateName, GateRule
 from orchrm_dagster.grpo.methods import registered_methods
 from orchrm_dagster.grpo.rewards import reward_kinds
 from orchrm_dagster.orchestration import ExecutionSettings
@@ -106,7 +106,7 @@ class GRPOSettings:
                                                             "on; off: the checkpoint is unverified")
     heldout_temperature: float = Field(default=0.5, description="Sampling temperature of held-out plans "
                                                                 "(MAS-Orchestra evaluates at 0.5)")
-    policy_gate: Literal["accuracy", "reward_only"] = Field(
+    policy_gate: GateName = Field(
         default="accuracy", description="accuracy: a checkpoint is promoted only on measured held-out accuracy (not "
                                         "worse than its start's by more than accuracy_margin, at gate_confidence) "
                                         "and a held-out reward that did not fall; without measured accuracy it is "

@@ -128,11 +128,13 @@ def ingest_batch(
     settings: IngestSettings = IngestSettings(),
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
-    source_fingerprint: str | None = None,
 ) -> IngestReport:
-    """Ingests a batch of one file; with `source_fingerprint` (the landed file's), the batch records which content
-    it holds, so the loop can tell a landed file already ingested from one replaced since."""
-    source = BatchFile(source_path.rsplit("/", 1)[-1], source_path, source_fingerprint)
+    """Ingests a batch of one file (any path the storage root reaches)."""
+    try:
+        size = root.fs.size(source_path)
+    except OSError:  # it fails when it is read, alone
+        size = 0
+    source = BatchFile(source_path.rsplit("/", 1)[-1], source_path, None, size)
     return ingest_files(root, batch_id, [source], settings, workers, progress)
 
 
@@ -147,7 +149,7 @@ def ingest_files(root: StorageRoot, batch_id: str, files: list[BatchFile], setti
     report = IngestReport(batch_id, files[0].name if len(files) == 1 else f"{len(files)} files")
     with tempfile.TemporaryDirectory(prefix=f"orchrm-ingest-{batch_id}-") as staging:
         sources = tuple(files)
-        workers = _worker_count(root, sources, workers or default_workers())
+        workers = _worker_count(sources, workers or default_workers())
         if workers == 1:
             whole = tuple(Chunk(i, 0, None, 1) for i in range(len(sources)))
             parts = [stage_part(_task(root, batch_id, sources, staging, settings, 0, whole), itertools.count(),
@@ -161,16 +163,15 @@ def ingest_files(root: StorageRoot, batch_id: str, files: list[BatchFile], setti
         # run_ids are de-duplicated against every other batch: two ingests must not do it at once, whichever
         # Dagster instance or host they run on
         with root_lock(root, "runs"):
-            published = len(failed) < len(sources)  # when no file could be read, the batch stays as it was
-            if published:
-                _deduplicate_and_publish(root, batch_id, parts, staging, settings, report, sorted(failed))
+            runs = None  # the generation of the runs written (none when no file could be read: the batch stays)
+            if len(failed) < len(sources):
+                runs = _deduplicate_and_publish(root, batch_id, parts, staging, settings, report, sorted(failed))
             elif root.batch_files("runs", batch_id):
                 for file in report.files:
                     file.failed = f"{file.failed}; the batch keeps the runs it had"
             if len(report.files) == 1:
                 report.files[0].runs, report.files[0].quarantined = report.runs_written, report.quarantined
-            record_ingest(root, batch_id, {f.name: f.fingerprint or "" for f in sources}, report.failed_files,
-                          published)
+            record_ingest(root, batch_id, {f.name: f.fingerprint or "" for f in sources}, report.failed_files, runs)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -185,22 +186,15 @@ def _file_reports(sources: tuple[BatchFile, ...], parts: list[StagedPart]) -> li
     return reports
 
 
-def _worker_count(root: StorageRoot, sources: tuple[BatchFile, ...], workers: int) -> int:
+def _worker_count(sources: tuple[BatchFile, ...], workers: int) -> int:
     if len(sources) == 1:
         [source] = sources
-        if _is_parquet(source.path) or _size(root, source) < PARALLEL_MIN_BYTES:
+        if _is_parquet(source.path) or source.size < PARALLEL_MIN_BYTES:
             return 1
         return workers
     # several files: each is one chunk, claimed by the workers in turn
-    total = sum(_size(root, source) for source in sources)
+    total = sum(source.size for source in sources)
     return 1 if total < PARALLEL_MIN_BYTES else min(workers, len(sources))
-
-
-def _size(root: StorageRoot, source: BatchFile) -> int:
-    try:
-        return root.fs.size(source.path)
-    except OSError:  # it fails when it is read, alone
-        return 0
 
 
 def _task(root, batch_id, sources, staging, settings, index, chunks) -> StageTask:
@@ -370,7 +364,8 @@ def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:
 
 
 def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, settings, report,
-                             failed: list[str]) -> None:
+                             failed: list[str]) -> str:
+    """Publishes the batch's runs, calls and quarantine; returns the generation of its runs."""
     keyed = len(report.files) > 1
     # order is not needed, and keeping it costs memory on multi-GB batches
     config = {"memory_limit": "2GB", "temp_directory": staging, "threads": 2, "preserve_insertion_order": False}
@@ -409,8 +404,9 @@ def _deduplicate_and_publish(root, batch_id, parts: list[StagedPart], staging, s
     for key in ("runs", "calls"):  # a process that claimed no chunk (or only bad lines) leaves an empty part
         outputs[key] = [path for path, count in zip(outputs[key], rows[key]) if count] or outputs[key][:1]
     # runs last: a batch's runs appear only once its calls and quarantine are in place
-    for table, key in (("subagent_calls", "calls"), ("quarantine", "quarantine"), ("runs", "runs")):
+    for table, key in (("subagent_calls", "calls"), ("quarantine", "quarantine")):
         root.replace_batch(table, batch_id, outputs[key])
+    return root.replace_batch("runs", batch_id, outputs["runs"])
 
 
 def _call_key(keyed: bool) -> str:

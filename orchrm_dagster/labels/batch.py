@@ -15,7 +15,7 @@ from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.labels.labeler import labeler_for
 from orchrm_dagster.labels.registry import answer_type_for, label_cached
 from orchrm_dagster.labels.verdict import Verdict
-from orchrm_dagster.storage import ParquetSink, StorageRoot
+from orchrm_dagster.storage import ParquetSink, StorageRoot, publish_batch
 
 _RUN_COLUMNS = ["run_id", "problem_id", "benchmark", "reference_answer", "final_answer", "error", "is_correct"]
 
@@ -67,7 +67,7 @@ def label_batch(root: StorageRoot, batch_id: str, references: dict, settings: La
                         if row is not None:
                             sink.append_mapping(row)
         sink.close()
-        root.replace_batch("labels", batch_id, [out])
+        publish_batch(root, "labels", batch_id, [out])
     report.seconds = time.perf_counter() - started
     return report
 

@@ -22,7 +22,7 @@ from orchrm_dagster.loop.batching import cut_batches
 from orchrm_dagster.loop.settings import LoopSettings
 from orchrm_dagster.loop.state import Batch, LoopState
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
-from orchrm_dagster.storage import batch_name, files_fingerprint, ingested_state
+from orchrm_dagster.storage import NewBatch, batch_name, files_fingerprint, ingested_state
 from orchrm_dagster.rm import RMTrainConfig, domain_of
 
 StepKind = Literal["ingest", "pairs", "reward_model", "scores", "rollout", "round"]
@@ -37,6 +37,7 @@ class Step:
     attempt: int  # earlier failed runs of the same key
     why: str
     batch: Batch | None = None  # ingest
+    cut: NewBatch | None = None  # ingest of a batch this decision cut, recorded (glue.loop.prepare_steps) first
     round: int | None = None  # rollout (the checkpoint's round), round (the round to start)
     benchmark: str | None = None  # rollout
     policy: str | None = None  # rollout
@@ -85,9 +86,11 @@ class _Draft:
         return Decision(tuple(self.steps), tuple(self.waiting), self.blocked, tuple(self.failed), stopped)
 
 
-def ingest_step(batch: Batch) -> Step:
-    """Ingesting one batch as its files are landed now (a file replaced since is another step)."""
-    return Step("ingest", f"ingest:{batch.batch_id}:{batch.fingerprint}", 0, f"{batch.name} landed", batch=batch)
+def ingest_step(batch: Batch, cut: NewBatch | None = None) -> Step:
+    """Ingesting one batch as its files are landed now (a file replaced since is another step); `cut`: the batch as
+    this decision cut it, to be recorded before the step runs."""
+    return Step("ingest", f"ingest:{batch.batch_id}:{batch.fingerprint}", 0, f"{batch.name} landed", batch=batch,
+                cut=cut)
 
 
 @dataclass(frozen=True)
@@ -156,8 +159,8 @@ def _cut_landed(draft: _Draft) -> None:
     landed = {f.name: f for f in state.pending}
     for new in cut.batches:
         files = [landed[name] for name in new.files]
-        draft.ask(ingest_step(Batch(new.batch_id, batch_name(new.files), files_fingerprint(files), False, new.files,
-                                    registered=False, paced=new.paced)))
+        draft.ask(ingest_step(Batch(new.batch_id, batch_name(new.files), files_fingerprint(files), False, new.files),
+                              cut=new))
     if cut.waiting:
         when = time.strftime("%H:%M:%S UTC", time.gmtime(cut.next_at))
         draft.waiting.append(f"{cut.waiting} landed file(s) (their batch is cut by {when}, unless it fills first)")
@@ -191,10 +194,9 @@ def _learning(draft: _Draft) -> bool:
 def _rounds(draft: _Draft) -> Decision:
     state, settings = draft.state, draft.settings
     domain = domain_of(settings.round.benchmark)
-    if state.champion is None or domain in state.no_champion:
+    if domain in state.no_champion:  # `read_state` names every domain without a champion, and why
         # no round is rewarded by a reward model that has not shown, on held-out pairs, that it learned
-        draft.blocked = state.no_champion.get(domain) or ("no champion reward model yet (it trains once the ingested "
-                                                          "runs make pairs)")
+        draft.blocked = state.no_champion[domain]
         return draft.decision()
     last = state.rounds[-1] if state.rounds else None
     if last is not None and last.promoted and _rollout(draft, last):

@@ -33,7 +33,7 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
         new_pairs=new_pairs if pairs else None,
         trained_on=trained_on(root, latest) if latest is not None else None,
         champion=version,
-        no_champion=champion_refusals(root, champions=champions),
+        no_champion=champion_refusals(root, champions=champions, latest=latest),
         batches_to_score=tuple(batches_to_score(root, champions)) if champions else (),
         rounds=rounds(root),
         runs=runs,
@@ -55,32 +55,31 @@ def _pair_counts(root: StorageRoot, built_from: str, version: int | None) -> tup
     return _PAIR_COUNTS[key]
 
 
-_BATCHES: dict[int, tuple[BatchView, Batch]] = {}  # id of a batch's view -> (the view, its Batch)
+_BATCHES: dict[str, tuple[BatchView, Batch]] = {}  # batch id -> (its view, its Batch) as made last
 
 
 def _batches(landing) -> tuple[Batch, ...]:
-    """A Batch a batch, made again only for a batch whose view changed (storage keeps the views that did not)."""
+    """A Batch a batch, made again only for a batch whose view changed (storage keeps the views that did not, and a
+    view equal to the one a Batch was made from makes the same Batch)."""
     with no_cycle_collection():
         batches = tuple(_batch_of(view) for view in landing.batches)
-        if len(_BATCHES) > 2 * len(landing.batches) + 1024:  # views of batches that changed since
-            live = {id(view) for view in landing.batches}
+        if len(_BATCHES) > len(landing.batches) + 1024:  # batches gone since (a root of other batches, say)
+            live = {view.batch_id for view in landing.batches}
             for key in [key for key in _BATCHES if key not in live]:
                 del _BATCHES[key]
     return batches
 
 
 def _batch_of(view: BatchView) -> Batch:
-    cached = _BATCHES.get(id(view))
-    if cached is None or cached[0] is not view:
-        cached = _BATCHES[id(view)] = (view, batch_from_view(view))
+    cached = _BATCHES.get(view.batch_id)
+    if cached is None or (cached[0] is not view and cached[0] != view):
+        cached = _BATCHES[view.batch_id] = (view, batch_from_view(view))
     return cached[1]
 
 
 def batch_from_view(view: BatchView) -> Batch:
     """A batch as the loop sees it, from the batch index and the landing zone (storage.landing_view)."""
-    return Batch(view.batch_id, view.name, view.fingerprint, view.ingested,
-                 view.names, view.failed_files,
-                 paced=view.entry.paced)
+    return Batch(view.batch_id, view.name, view.fingerprint, view.ingested, view.names, view.failed_files)
 
 
 def rounds(root: StorageRoot) -> tuple[Round, ...]:

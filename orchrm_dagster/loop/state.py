@@ -18,8 +18,6 @@ class Batch:
     ingested: bool  # its content as landed now is ingested and labeled
     files: tuple[str, ...] = ()  # its files' names (empty: the one named `name`)
     failed_files: tuple[tuple[str, str], ...] = ()  # (name, cause): files its latest ingest could not read
-    registered: bool = True  # False: cut by this decision, recorded (glue.loop.prepare_steps) before its run
-    paced: bool = False  # cut by the batching rate, not full (these count against the rate)
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,7 @@ class LoopState:
     paced_cuts: tuple[float, ...] = ()  # when the earlier batches cut by the batching rate were cut
     now: float = 0.0  # when the state was read (seconds since the epoch)
     ingested_batches: int = 0  # run batches in the tables
-    inputs: str = ""  # the ingested batches as they are now (StorageRoot.ingested_inputs)
+    inputs: str = ""  # the ingested batches as they are now (the batch index's `inputs`)
     pairs_inputs: str | None = None  # the ingested batches the pairs were built from (None: no pairs yet)
     pairs: int = 0  # pairs reward-model training reads (built and imported)
     new_pairs: int | None = None  # pairs added since the reward model last trained (None: it never did)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from orchrm_dagster.contract import CONTRACT_VERSION, RunErrorKind
+from orchrm_dagster.contract import CONTRACT_VERSION, DEFAULT_ENVIRONMENT, RunErrorKind
 from orchrm_dagster.environments import Executor, Labeled, PlanJob, execute_and_label, executor_for
 from orchrm_dagster.llm import LLMBackend
 from orchrm_dagster.mas import ExecutionResult
@@ -29,18 +29,14 @@ class ExecutionReport:
     mean_batch_size: float | None = None  # requests per backend call, when concurrent plans shared batches
     corpus_documents: int = 0  # documents WebSearchAgent searched (0: no retrieval)
     corpus_rejected: tuple[str, ...] = ()  # corpus lines skipped as malformed ("file:line: field: reason")
-    environment: str = "agents"  # where the plans executed (simulated: correctness drawn from a truth function)
+    environment: str = DEFAULT_ENVIRONMENT  # where the plans executed (simulated: correctness drawn from a truth)
+    subagent_model: str = ""  # what the runs name as their sub-agent model ("simulated" in a simulated environment)
 
 
 def plan_job(sample: PlanSample) -> PlanJob:
     """The execution of one sampled plan: its question, choices, reference answer and the run's seed."""
     return PlanJob(sample.question, sample.plan, sample.answer_type, sample.seed, sample.choices,
                    sample.reference_answer)
-
-
-def samples_executor(settings: ExecutionSettings, backend: LLMBackend) -> Executor:
-    """The executor of `settings.environment`, with `backend` as the sub-agents' backend where it runs agents."""
-    return executor_for(settings, lambda: backend)
 
 
 def execute_and_label_samples(samples: list[PlanSample], executor: Executor) -> list[Labeled]:
@@ -97,17 +93,18 @@ def finished_run_ids(partial: Path) -> set[str]:
     return done
 
 
-def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial: Path,
+def execute_samples(samples: Iterable[PlanSample], subagents: Callable[[], LLMBackend], partial: Path,
                     settings: ExecutionSettings = ExecutionSettings(),
                     on_run: Callable[[dict], None] | None = None,
                     meta_by_run: dict[str, dict] | None = None) -> ExecutionReport:
     """Execute each sample not yet in `partial` in the settings' environment, appending its run record as it finishes
     (flushed per run, so an interrupted execution resumes where it stopped). With real agents up to
     `settings.concurrent_plans` plans run at once, their sub-agent calls sharing batches on an in-process backend.
-    `meta_by_run` adds fields to the meta of the runs it names."""
+    `meta_by_run` adds fields to the meta of the runs it names. `subagents` builds the sub-agents' backend, called
+    only where the environment runs agents."""
     started = time.perf_counter()
-    executor = samples_executor(settings, backend)
-    report = ExecutionReport(environment=executor.environment)
+    executor = executor_for(settings, subagents)
+    report = ExecutionReport(environment=executor.environment, subagent_model=executor.model_id)
     done = finished_run_ids(partial)
     samples = list(samples)
     todo = [sample for sample in samples if sample.run_id not in done]
@@ -138,13 +135,6 @@ def execute_samples(samples: Iterable[PlanSample], backend: LLMBackend, partial:
     report.seconds = time.perf_counter() - started
     report.mean_batch_size = executor.mean_batch_size
     return report
-
-
-def execute_plans(jobs: list[PlanJob], backend: LLMBackend,
-                  settings: ExecutionSettings = ExecutionSettings()) -> list[ExecutionResult]:
-    """Executes every plan in the settings' environment (never raises for one: failures come back in each result's
-    `error`), in the order given."""
-    return samples_executor(settings, backend).execute(jobs)
 
 
 def _drop_torn_tail(partial: Path) -> None:

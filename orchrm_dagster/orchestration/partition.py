@@ -14,7 +14,7 @@ from orchrm_dagster.orchestration.selection import best_of_n, score_samples
 from orchrm_dagster.orchestration.settings import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.orchestration.store import (Cell, execution_batch_name, read_samples, select_problems,
                                                 write_samples)
-from orchrm_dagster.storage import LandedFile, StorageRoot, local_work_dir
+from orchrm_dagster.storage import LandedFile, StorageRoot, land, local_work_dir
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,12 @@ def sample_partition(root: StorageRoot, benchmark: str, policy: PolicySpec, back
     return SamplingReport(samples, len(fresh))
 
 
-def execute_and_land(root: StorageRoot, cell: Cell, backend: LLMBackend, settings: ExecutionSettings,
+def execute_and_land(root: StorageRoot, cell: Cell, subagents: Callable[[], LLMBackend], settings: ExecutionSettings,
                      on_run: Callable[[dict], None] | None = None) -> tuple[ExecutionReport, LandedFile]:
     """Executes the partition's samples (all of them, or with selection=orchrm_bon only the champion's pick among
     each problem's first best_of_n) into a local partial file (resumable: finished runs, including those a
-    previous attempt already landed, are not redone), then lands it as one batch file and removes the partial."""
+    previous attempt already landed, are not redone), then lands it as one batch file and removes the partial.
+    `subagents` builds the sub-agents' backend where the environment runs agents."""
     samples = read_samples(root, cell)
     meta = None
     if settings.selection == "orchrm_bon":
@@ -62,8 +63,8 @@ def execute_and_land(root: StorageRoot, cell: Cell, backend: LLMBackend, setting
     batch_name = execution_batch_name(cell, settings)
     partial = local_work_dir(root) / "execution" / f"{batch_name}.partial"
     _seed_partial_from_landed(root, batch_name, partial)
-    report = execute_samples(samples, backend, partial, settings, on_run=on_run, meta_by_run=meta)
-    landed = root.land(partial, name=batch_name)
+    report = execute_samples(samples, subagents, partial, settings, on_run=on_run, meta_by_run=meta)
+    landed = land(root, partial, name=batch_name)
     partial.unlink()
     return report, landed
 

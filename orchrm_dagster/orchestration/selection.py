@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import PLAN_SCORES, plan_hash
 from orchrm_dagster.orchestration.sampling import PlanSample
 from orchrm_dagster.orchestration.store import Cell
-from orchrm_dagster.rm import (NoChampion, ScoringSettings, best_of_n_order, champion_scorer, current_champions,
-                               domain_of, no_champion_reason)
+from orchrm_dagster.rm import NoChampion, ScoringSettings, best_of_n_order, champion_scorer, champion_version, domain_of
 from orchrm_dagster.storage import StorageRoot
 
 SCORES_TABLE = "plan_scores"
@@ -41,9 +40,10 @@ def score_samples(root: StorageRoot, cell: Cell, samples: list[PlanSample],
     """The score of each sample by the champion of the cell's benchmark's domain, reusing the partition's stored
     scores by the same version; the scores of every sample are written back to `plan_scores`."""
     domain = domain_of(cell.benchmark)
-    version = current_champions(root).get(domain)
-    if version is None:
-        raise NoChampion(f"Best-of-N on {cell.benchmark} refused: {no_champion_reason(root, domain)}")
+    try:
+        version = champion_version(root, domain)
+    except NoChampion as refusal:
+        raise NoChampion(f"Best-of-N on {cell.benchmark} refused: {refusal}") from None
     stored = {run_id: score for run_id, (v, score) in _stored(root, cell).items() if v == version}
     todo = [s for s in samples if s.run_id not in stored]
     if todo:
@@ -91,13 +91,13 @@ def best_of_n(samples: list[PlanSample], scored: ScoredSamples, n: int) -> list[
     selections = []
     for candidates in by_problem.values():
         scores = [scored.scores[s.run_id].score for s in candidates]
-        best = candidates[best_of_n_order([s.plan_parses for s in candidates], scores,
-                                          [plan_hash(s.plan) for s in candidates])[0]]
+        hashes = [plan_hash(s.plan) for s in candidates]
+        best = candidates[best_of_n_order([s.plan_parses for s in candidates], scores, hashes)[0]]
         verification = sum(scored.scores[s.run_id].tokens for s in candidates)
         meta = {"selection": {
             "method": "orchrm_bon", "n": n, "rm_version": scored.rm_version, "chosen": best.run_id,
-            "candidates": [{"run_id": s.run_id, "plan_hash": plan_hash(s.plan), "score": scored.scores[s.run_id].score,
-                            "parses": s.plan_parses} for s in candidates],
+            "candidates": [{"run_id": s.run_id, "plan_hash": h, "score": score, "parses": s.plan_parses}
+                           for s, h, score in zip(candidates, hashes, scores)],
             "verification_tokens": verification,
             "candidate_orchestrator_tokens": sum(s.orchestrator_prompt_tokens + s.orchestrator_completion_tokens
                                                  for s in candidates)}}

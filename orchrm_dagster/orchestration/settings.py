@@ -6,7 +6,7 @@ import dataclasses
 from typing import Literal
 
 from orchrm_dagster.engine_config import Field, engine_config, sections_config
-from orchrm_dagster.environments import environments, is_simulated
+from orchrm_dagster.environments import environments
 from orchrm_dagster.mas import AgentSettings
 from orchrm_dagster.rm import ScoringSettings
 
@@ -49,14 +49,11 @@ class ExecutionSettings:
     environment_settings: EnvironmentSettings = Field(default_factory=EnvironmentSettings,
                                                       description="Each environment's own settings section, by name")
 
-    @property
-    def simulated(self) -> bool:
-        """Correctness comes from a simulated truth: every number made from these runs must say so."""
-        return is_simulated(self.environment)
-
     def in_environment(self, environment: str | None, truth: str | None = None) -> "ExecutionSettings":
-        """These settings with plans executed in `environment` (None: as they are) and, for a simulated one, its
-        truth function `truth` (None: as configured)."""
+        """These settings with plans executed in `environment` (None: as they are, or the simulated environment when a
+        `truth` is given: a truth function decides correctness only there) and, for a simulated one, its truth
+        function `truth` (None: as configured)."""
+        environment = environment or ("simulated" if truth else None)
         changed = self if environment is None else dataclasses.replace(self, environment=environment)
         if truth is None:
             return changed

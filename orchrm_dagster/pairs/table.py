@@ -17,10 +17,10 @@ from orchrm_dagster.pairs.build import PairStats, build_pairs
 from orchrm_dagster.pairs.published import KnownProblems, import_published, normalise_source, write_published
 from orchrm_dagster.pairs.rules import SPLITS, PairRules
 from orchrm_dagster.pairs.texts import pair_texts
-from orchrm_dagster.storage import StorageRoot, Warehouse, scan_table
+from orchrm_dagster.storage import StorageRoot, Warehouse, read_index, scan_table
 
 RULES_FILE = "rules.json"
-INPUTS_FILE = "inputs.txt"  # the ingested batches (StorageRoot.ingested_inputs) the pairs were built from
+INPUTS_FILE = "inputs.txt"  # the ingested batches (the batch index's `inputs`) the pairs were built from
 BUILD_MEMORY_LIMIT = "2GB"
 
 
@@ -53,7 +53,7 @@ def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules,
                       context: PairContext = PairContext()) -> PairsOutcome:
     """Rebuilds `pairs` from the current runs and labels, and `imported_pairs` from `rules.import_files`; saves the
     rules beside the pairs (`load_rules` reads them back) and which ingested batches they were built from."""
-    inputs = root.ingested_inputs()  # taken before the build: a batch replaced meanwhile makes them stale
+    inputs = read_index(root).inputs  # taken before the build: a batch replaced meanwhile makes them stale
     with tempfile.TemporaryDirectory(prefix="orchrm-pairs-") as staging:
         out = str(Path(staging, "pairs.parquet"))
         with warehouse.scratch_connection(("runs", "labels"), memory_limit=BUILD_MEMORY_LIMIT) as con:

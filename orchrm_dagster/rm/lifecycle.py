@@ -108,13 +108,18 @@ def current_champions(root: StorageRoot) -> dict[str, int]:
     return read_champions(synced_checkpoints_dir(root), all_domains())
 
 
-def champion_scorer(root: StorageRoot, settings: ScoringSettings, domain: str):
-    """(version, RewardScorer) of `domain`'s champion; NoChampion saying why when the domain has none."""
-    base = synced_checkpoints_dir(root)
-    version = read_champions(base, all_domains()).get(domain)
+def champion_version(root: StorageRoot, domain: str) -> int:
+    """`domain`'s champion version; NoChampion saying why when the domain has none."""
+    version = current_champions(root).get(domain)
     if version is None:
         raise NoChampion(no_champion_reason(root, domain))
-    return version, _scorer(root, base, version, settings)
+    return version
+
+
+def champion_scorer(root: StorageRoot, settings: ScoringSettings, domain: str):
+    """(version, RewardScorer) of `domain`'s champion; NoChampion saying why when the domain has none."""
+    version = champion_version(root, domain)  # syncs the checkpoints folder
+    return version, _scorer(root, checkpoints_dir(root), version, settings)
 
 
 def domain_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()) -> DomainScorer:
@@ -129,19 +134,28 @@ def domain_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings
 def no_champion_reason(root: StorageRoot, domain: str | None = None) -> str:
     """Why `domain` (None: every domain) has no champion reward model: no version trained yet, or what the gate said
     of the latest version that stood for it (its floor: too few validation pairs, accuracy not above chance)."""
-    where = f"for the {domain} domain" if domain else "for any domain"
-    versions = list_versions(str(synced_checkpoints_dir(root)))
-    standing = [v for v in versions if domain is None or domain in v.get("domains", all_domains())]
-    if not standing:
-        return (f"no champion reward model {where} in {root.uri('checkpoints', 'rm')}: none trained yet "
-                f"(materialize `reward_model` once the runs make pairs)")
-    latest = standing[-1]
-    verdicts = latest.get("metrics", {}).get("verdicts", {})
-    shown = [domain] if domain else sorted(verdicts)
-    said = "; ".join(("" if domain else f"{d}: ") + verdicts[d]["refusal"] for d in shown
-                     if (verdicts.get(d) or {}).get("refusal"))
-    said = said or f"v{latest['version']} was not crowned (it trained before the gate recorded why)"
-    return f"no champion reward model {where}: {said}; a version trains again once new pairs arrive"
+    return _cached_reasons(root, [domain])[domain]
+
+
+def _no_champion_reasons(root: StorageRoot, versions: Sequence[dict],
+                         domains: Collection[str | None]) -> dict[str | None, str]:
+    """`no_champion_reason` of each of `domains`, from the finished versions' manifests (`list_versions`)."""
+    reasons = {}
+    for domain in domains:
+        where = f"for the {domain} domain" if domain else "for any domain"
+        standing = [v for v in versions if domain is None or domain in v.get("domains", all_domains())]
+        if not standing:
+            reasons[domain] = (f"no champion reward model {where} in {root.uri('checkpoints', 'rm')}: none trained "
+                               f"yet (materialize `reward_model` once the runs make pairs)")
+            continue
+        latest = standing[-1]
+        verdicts = latest.get("metrics", {}).get("verdicts", {})
+        shown = [domain] if domain else sorted(verdicts)
+        said = "; ".join(("" if domain else f"{d}: ") + verdicts[d]["refusal"] for d in shown
+                         if (verdicts.get(d) or {}).get("refusal"))
+        said = said or f"v{latest['version']} was not crowned (it trained before the gate recorded why)"
+        reasons[domain] = f"no champion reward model {where}: {said}; a version trains again once new pairs arrive"
+    return reasons
 
 
 @dataclass(frozen=True)
@@ -166,12 +180,14 @@ def champion_standings(root: StorageRoot) -> list[Standing]:
     recorded a p-value is tested again on its recorded accuracy and pairs, against the floor of its config), or why
     it has none."""
     champions = current_champions(root)
-    manifests = {v["version"]: v for v in list_versions(str(synced_checkpoints_dir(root)))}
+    versions = list_versions(str(synced_checkpoints_dir(root)))
+    manifests = {v["version"]: v for v in versions}
+    reasons = _no_champion_reasons(root, versions, [d for d in all_domains() if d not in champions])
     standings = []
     for domain in all_domains():
         version = champions.get(domain)
         if version is None:
-            standings.append(Standing(domain, None, no_champion=no_champion_reason(root, domain)))
+            standings.append(Standing(domain, None, no_champion=reasons[domain]))
             continue
         manifest = manifests.get(version, {})
         metrics = manifest.get("metrics", {})
@@ -188,24 +204,33 @@ def champion_standings(root: StorageRoot) -> list[Standing]:
     return standings
 
 
-_REFUSALS: dict[tuple, dict[str, str]] = {}
-
-
 def champion_refusals(root: StorageRoot, domains: Collection[str] | None = None,
-                      champions: Mapping[str, int] | None = None) -> dict[str, str]:
-    """Domain -> why it has no champion, for each of `domains` (None: every domain) without one (`champions`: the
-    current ones, if read already). Read once per set of champions and versions: the loop asks every few seconds."""
+                      champions: Mapping[str, int] | None = None, latest: int | None = None) -> dict[str, str]:
+    """Domain -> why it has no champion, for each of `domains` (None: every domain) without one. `champions` and
+    `latest` (`latest_version`): the current ones, if read already (the loop's read does; it asks every few
+    seconds)."""
     champions = current_champions(root) if champions is None else champions
-    wanted = tuple(sorted(d for d in (domains if domains is not None else all_domains()) if d not in champions))
-    base = str(synced_checkpoints_dir(root))
-    newest = next_version(base) - 1  # a version's verdict is final once its manifest is written
-    key = (root.url, wanted, tuple(sorted(champions.items())), newest,
-           Path(version_dir(base, newest), MANIFEST).exists())
-    if key not in _REFUSALS:
-        if len(_REFUSALS) > 256:
-            _REFUSALS.clear()
-        _REFUSALS[key] = {d: no_champion_reason(root, d) for d in wanted}
-    return dict(_REFUSALS[key])
+    wanted = sorted(d for d in (domains if domains is not None else all_domains()) if d not in champions)
+    return _cached_reasons(root, wanted, latest)
+
+
+# (root url, latest finished version, domain or None) -> why the domain has no champion: a version's verdicts are
+# final once its manifest is written, so the reasons change only with the latest version
+_REASONS: dict[tuple, str] = {}
+
+
+def _cached_reasons(root: StorageRoot, domains: Collection[str | None], latest: int | None = None) -> dict:
+    latest = latest_version(root) if latest is None else latest
+    keys = {domain: (root.url, latest, domain) for domain in domains}
+    found = {domain: _REASONS.get(key) for domain, key in keys.items()}
+    missing = [domain for domain, why in found.items() if why is None]
+    if missing:
+        if len(_REASONS) > 256:
+            _REASONS.clear()
+        for domain, why in _no_champion_reasons(root, list_versions(str(synced_checkpoints_dir(root))),
+                                                missing).items():
+            _REASONS[keys[domain]] = found[domain] = why
+    return found
 
 
 def _scorer(root: StorageRoot, base: Path, version: int, settings: ScoringSettings):
@@ -215,9 +240,11 @@ def _scorer(root: StorageRoot, base: Path, version: int, settings: ScoringSettin
 
 
 def latest_version(root: StorageRoot) -> int | None:
-    """The latest finished reward-model version, champion or not (None: none trained yet)."""
-    versions = list_versions(str(synced_checkpoints_dir(root)))
-    return versions[-1]["version"] if versions else None
+    """The latest finished reward-model version, champion or not (None: none trained yet): the newest version
+    folder with a manifest (no manifest is read)."""
+    base = str(synced_checkpoints_dir(root))
+    return next((v for v in range(next_version(base) - 1, -1, -1) if Path(version_dir(base, v), MANIFEST).exists()),
+                None)
 
 
 def new_pairs_since_training(root: StorageRoot, current: pl.DataFrame | None = None) -> int | None:

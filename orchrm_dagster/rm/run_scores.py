@@ -39,14 +39,15 @@ def score_runs(root: StorageRoot, settings: ScoringSettings = ScoringSettings(),
     scorer = domain_scorer(root, settings)
     report = ScoringReport(scorer.champions)
     stale = set(batches_to_score(root, scorer.champions))
-    unscored: set[str] = set()
+    unscored: set[str | None] = set()
     for batch_id in root.batch_ids("runs"):
         if batch_id not in stale:
             report.batches_current += 1
             continue
         unscored |= _score_batch(root, scorer, batch_id, rows_per_chunk, report)
         report.batches_scored += 1
-    report.refused = champion_refusals(root, sorted(d for d in unscored if d is not None))
+    unscored.discard(None)
+    report.refused = champion_refusals(root, unscored, scorer.champions) if unscored else {}
     report.seconds = time.perf_counter() - started
     return report
 

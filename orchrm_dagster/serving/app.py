@@ -109,11 +109,10 @@ def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> 
         resolved: list[str | Exception] = []
         for job in jobs:
             try:
-                resolved.append(loaded.scoring_domain(job.domain))
-            except NoChampion:
-                resolved.append(refused(job.domain))
+                domain = loaded.scoring_domain(job.domain)
             except DomainRequired as error:
-                resolved.append(error)
+                domain = error
+            resolved.append(refused(job.domain) if domain is None else domain)
         scorable = [(job, domain) for job, domain in zip(jobs, resolved) if isinstance(domain, str)]
         questions = [job.question for job, _ in scorable for _ in job.plans]
         plans = [plan for job, _ in scorable for plan in job.plans]
@@ -154,12 +153,9 @@ def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> 
     async def score(request: ScoreRequest) -> ScoreResponse:
         domain = request.scoring_domain()
         loaded = watcher.current
-        try:
-            if loaded is None:
-                raise NoChampion(domain)
-            loaded.scoring_domain(domain)  # a request no champion can score is answered before it queues
-        except NoChampion:
-            raise await asyncio.to_thread(refused, domain) from None
+        # a request no champion can score is answered before it queues (DomainRequired: 422)
+        if loaded is None or loaded.scoring_domain(domain) is None:
+            raise await asyncio.to_thread(refused, domain)
         scored = await batcher.submit(ScoreJob(request.question, request.plans, domain))
         pick = best_of_n_pick(request.plans, scored.scores)
         return ScoreResponse(scores=scored.scores, chosen=pick.chosen, rm_version=scored.version, domain=domain,

@@ -34,13 +34,11 @@ class LoadedChampions:
     stamp: tuple
     loaded_at: float
 
-    def scoring_domain(self, domain: str | None) -> str:
+    def scoring_domain(self, domain: str | None) -> str | None:
         """The domain whose champion scores a request for `domain` (None: any, when one version is champion of every
-        domain that has one); NoChampion naming the domain when it has none (the service adds why)."""
+        domain that has one); None when `domain` has none (`ChampionWatcher.refusal` says why)."""
         if domain is not None:
-            if domain not in self.champions:
-                raise NoChampion(domain)
-            return domain
+            return domain if domain in self.champions else None
         if len(set(self.champions.values())) > 1:
             raise DomainRequired(f"the champions differ by domain ({describe(self.champions)}): send `domain` or "
                                  f"`benchmark`")
@@ -63,17 +61,11 @@ class ChampionWatcher:
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._refusals: dict[str | None, tuple[float, str]] = {}
 
     def refusal(self, domain: str | None = None) -> str:
         """Why no champion scores `domain` (None: any domain): what the gate said of the latest version that stood
-        for it (`rm.no_champion_reason`), read again at most once per poll interval."""
-        now = time.monotonic()
-        cached = self._refusals.get(domain)
-        if cached is None or now - cached[0] > self.poll_seconds:
-            cached = (now, no_champion_reason(self.root, domain))
-            self._refusals[domain] = cached
-        return cached[1]
+        for it (`rm.no_champion_reason`, read again once a newer version finished)."""
+        return no_champion_reason(self.root, domain)
 
     @property
     def pointer(self) -> str:

@@ -1,8 +1,9 @@
 """Where the data lives: the storage root (local folder or S3), Parquet writing, DuckDB and Polars access."""
 
-from orchrm_dagster.storage.batches import (BatchFile, BatchView, LandingView, NewBatch, batch_members, batch_name,
-                                            files_fingerprint, ingested_state, landing_view,
-                                            no_cycle_collection, read_index, record_ingest, register_batches)
+from orchrm_dagster.storage.batches import (BatchFile, BatchView, LandingView, NewBatch, batch_holding, batch_members,
+                                            batch_name, files_fingerprint, ingested_state, land, landing_view,
+                                            no_cycle_collection, publish_batch, read_index, record_ingest,
+                                            register_batches)
 from orchrm_dagster.storage.duck import bulk_settings, duckdb_settings
 from orchrm_dagster.storage.locks import LockTimeout, root_lock
 from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for,
@@ -27,7 +28,9 @@ def __getattr__(name: str):
 __all__ = [
     "BatchFile", "BatchView", "LANDING_SUFFIXES", "LandedFile", "LandingView", "LockTimeout", "NewBatch",
     "NotAReadStatement", "ParquetSink", "StorageRoot", "StorageSettings", "Warehouse", "WarehouseBusy",
-    "batch_id_for", "batch_members", "batch_name", "bulk_settings", "check_read_only", "default_storage_url", "duckdb_settings",
-    "files_fingerprint", "ingested_state", "landing_view", "no_cycle_collection", "local_work_dir", "read_index", "record_ingest", "register_batches", "root_cache_dir",
+    "batch_holding", "batch_id_for", "batch_members", "batch_name", "bulk_settings", "check_read_only",
+    "default_storage_url", "duckdb_settings", "files_fingerprint", "ingested_state", "land", "landing_view",
+    "local_work_dir", "no_cycle_collection", "publish_batch", "read_index", "record_ingest", "register_batches",
+    "root_cache_dir",
     "root_lock", "safe_name", "scan_files", "scan_table", "table_files", "written_whole",
 ]

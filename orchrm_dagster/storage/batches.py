@@ -4,7 +4,9 @@ why a file could not be read), and the generations of its runs and labels, in on
 of the landing zone and one small read whatever the number of files ever landed; a process keeps the index it
 parsed until the file changes.
 
-Every write goes through `update_index` under the storage root's `batch_index` lock. The tables stay the truth:
+Every write goes through `update_index` under the storage root's `batch_index` lock. Whoever writes a batch of
+`runs` or `labels` tells the index its new generation: an ingest through `record_ingest`, the rest through
+`publish_batch`. The tables stay the truth:
 each batch's `runs` folder holds `_SOURCES` (what its ingest read) and `_CURRENT` (its generation), and an index
 that is missing (a root from before the index, or one deleted to rebuild it) is rebuilt from them. The index is
 written after the tables, so a crash between the two leaves it behind them: the batch looks not ingested and is
@@ -22,19 +24,23 @@ from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 
 from orchrm_dagster.storage.locks import root_lock
-from orchrm_dagster.storage.root import CURRENT, SOURCE as LEGACY_SOURCE, LandedFile, StorageRoot, batch_id_for
+from orchrm_dagster.storage.root import (LANDING_SUFFIXES, SOURCE as LEGACY_SOURCE, LandedFile, StorageRoot,
+                                         batch_id_for)
 
 INDEX_FOLDER = "_batches"
 INDEX_FILE = "index.json"
 SOURCES = "_SOURCES"  # in a batch folder of `runs`: what its latest ingest read (files and failures), as JSON
 _FORMAT = 1
+_FOLLOWED_TABLES = ("runs", "labels")  # tables whose batch generations the index follows
 
 
 @dataclass(frozen=True)
 class BatchEntry:
-    """One run batch as the index holds it."""
+    """One run batch as the index holds it. Equal by value (each parse of the index makes new entries: a batch
+    whose entry is equal to the one it had keeps its view, see `_view`)."""
 
     batch_id: str
     files: Mapping[str, str] = field(default_factory=dict)  # name -> fingerprint its latest ingest read ("": not yet)
@@ -263,7 +269,7 @@ def landing_view(root: StorageRoot) -> LandingView:
 def _view(earlier: BatchView | None, entry: BatchEntry, landed: tuple[LandedFile, ...]) -> BatchView:
     """The batch's view, the earlier one when nothing of it changed (a file landing elsewhere rebuilds one view,
     not every batch's)."""
-    if earlier is not None and earlier.entry is entry and earlier.landed == landed:
+    if earlier is not None and earlier.entry == entry and earlier.landed == landed:
         return earlier
     return BatchView(entry, landed)
 
@@ -278,8 +284,8 @@ def rebuild_entries(root: StorageRoot) -> dict[str, BatchEntry]:
         for batch in root.batch_ids("runs"):
             runs = root.batch_dir("runs", batch)
             files, failed = _read_sources(runs, landed.get(batch), lambda path: _text(root, path))
-            entries[batch] = BatchEntry(batch, files, failed, runs=(_text(root, f"{runs}/{CURRENT}") or "").strip(),
-                                        labels=(_text(root, f"{root.batch_dir('labels', batch)}/{CURRENT}") or "").strip())
+            entries[batch] = BatchEntry(batch, files, failed, runs=root.batch_generation("runs", batch),
+                                        labels=root.batch_generation("labels", batch))
     return entries
 
 
@@ -316,7 +322,7 @@ def update_index(root: StorageRoot, change: Callable[[dict[str, BatchEntry]], ob
 def _write(root: StorageRoot, entries: Mapping[str, BatchEntry]) -> None:
     data = {"format": _FORMAT, "batches": {b: e.to_json() for b, e in sorted(entries.items())}}
     root.fs.makedirs(root.path("tables", INDEX_FOLDER), exist_ok=True)
-    root._write_atomically(index_path(root), json.dumps(data, separators=(",", ":")).encode())
+    root.write_atomically(index_path(root), json.dumps(data, separators=(",", ":")).encode())
     _INDEXES.pop(root.url, None)
 
 
@@ -356,29 +362,62 @@ def register_batches(root: StorageRoot, batches: list[NewBatch], now: float | No
     return update_index(root, record)
 
 
+def batch_holding(root: StorageRoot, name: str) -> str:
+    """The batch that holds a landed file: the one the loop cut it into (or named after it), else a new batch of
+    its own, recorded now. What `orchrm ingest` and the MAS runner land is such a batch at once, alone."""
+    found = read_index(root).batch_of(name)
+    if found is None:
+        recorded = register_batches(root, [NewBatch(batch_id_for(name), (name,), False)])
+        # none recorded: another process cut the file into a batch of its own meanwhile
+        found = recorded[0] if recorded else read_index(root).batch_of(name)
+    return found
+
+
+def land(root: StorageRoot, local_file: str | os.PathLike, name: str | None = None) -> LandedFile:
+    """Copy a local file into the landing zone (atomically for a local root), as `name` if given, as a run batch
+    of its own (recorded before the file appears, so the loop never cuts it into a batch with others: what
+    `orchrm ingest` and the runner land is ingested at once, alone). Landing the same source again replaces its
+    batch (a re-run changes no count); another source whose name is taken lands under that name plus a hash of
+    its path, so it never replaces someone else's runs. Files put into the landing zone otherwise (a fleet's
+    writers) are cut into batches by the loop."""
+    name = name or Path(local_file).name
+    if not name.endswith(LANDING_SUFFIXES):
+        raise ValueError(f"{local_file}: a run batch must be a {' or '.join(LANDING_SUFFIXES)} file")
+    with root_lock(root, "landing"):
+        name = root.landing_name(name, str(Path(local_file).expanduser().resolve()))
+    batch_holding(root, name)  # a file landed again stays in the batch that holds it
+    return root.put_landed(local_file, name)
+
+
 def record_ingest(root: StorageRoot, batch_id: str, files: Mapping[str, str], failed: Mapping[str, str],
-                  runs_written: bool) -> None:
+                  runs: str | None) -> None:
     """What an ingest of the batch read: `files` (name -> fingerprint read, failed files included) and `failed`
-    (name -> cause). Written to the batch's `_SOURCES` when its runs were written, then to the index."""
-    if runs_written:
-        root._write_atomically(f"{root.batch_dir('runs', batch_id)}/{SOURCES}",
-                               json.dumps({"files": dict(files), "failed": dict(failed)}).encode())
+    (name -> cause), and the generation of the runs it wrote (None: it wrote none). Written to the batch's
+    `_SOURCES` when its runs were written, then to the index, once."""
+    if runs is not None:
+        root.write_atomically(f"{root.batch_dir('runs', batch_id)}/{SOURCES}",
+                              json.dumps({"files": dict(files), "failed": dict(failed)}).encode())
 
     def record(entries: dict[str, BatchEntry]) -> None:
         entry = entries.get(batch_id, BatchEntry(batch_id))
-        entries[batch_id] = replace(entry, files=dict(files), failed=dict(failed))
+        entries[batch_id] = replace(entry, files=dict(files), failed=dict(failed),
+                                    runs=entry.runs if runs is None else runs)
 
     update_index(root, record)
 
 
-def note_generation(root: StorageRoot, table: str, batch_id: str, generation: str) -> None:
-    """Follows a new generation of a batch of `runs` or `labels` (StorageRoot.replace_batch calls this)."""
+def publish_batch(root: StorageRoot, table: str, batch_id: str, local_parts: list[str]) -> str:
+    """StorageRoot.replace_batch, with the new generation told to the index when it follows `table` (runs,
+    labels): how labels are written (an ingest tells the index through `record_ingest`). Returns it."""
+    generation = root.replace_batch(table, batch_id, local_parts)
+    if table in _FOLLOWED_TABLES:
 
-    def record(entries: dict[str, BatchEntry]) -> None:
-        entry = entries.get(batch_id, BatchEntry(batch_id))
-        entries[batch_id] = replace(entry, **{table: generation})
+        def record(entries: dict[str, BatchEntry]) -> None:
+            entry = entries.get(batch_id, BatchEntry(batch_id))
+            entries[batch_id] = replace(entry, **{table: generation})
 
-    update_index(root, record)
+        update_index(root, record)
+    return generation
 
 
 # ---------------------------------------------------------------- a batch's files, for its ingest
@@ -391,23 +430,22 @@ class BatchFile:
     name: str
     path: str
     fingerprint: str | None  # None: not in the landing zone
+    size: int = 0  # bytes, as landed (0: not in the landing zone, or not known)
 
 
 def batch_members(root: StorageRoot, batch_id: str) -> list[BatchFile]:
     """The files of a batch, in the order their runs are kept (by name), fingerprinted now, before they are read:
-    a file replaced while its batch is ingested leaves the batch behind it, and it is ingested again. A batch no
-    index entry names is the one-file batch of the landed file named after it."""
+    a file replaced while its batch is ingested leaves the batch behind it, and it is ingested again. A batch whose
+    index entry names no file (none: not recorded yet; or one ingested before the index whose file had left the
+    landing zone) is the one-file batch of the landed file named after it: only then is the landing zone listed."""
     entry = read_index(root).entries.get(batch_id)
-    names = set(entry.files) if entry is not None else set()
-    # a file named after the batch belongs to it (a one-file batch landed again after leaving the landing zone)
-    landed = {f.name: f for f in root.landed_files()}
-    names.update(name for name in landed if batch_id_for(name) == batch_id)
-    if not names:
+    if entry is not None and entry.files:
+        landed = {name: root.landed_file(name) for name in entry.files}
+    else:
+        landed = {f.name: f for f in root.landed_files() if batch_id_for(f.name) == batch_id}
+    if not landed:
         raise FileNotFoundError(
             f"run batch {batch_id!r}: no batch of that name and no file in {root.uri('landing')} with that name; "
             f"land it there first (orchrm ingest FILE, or copy it in)")
-    found = []
-    for name in sorted(names):
-        current = root.landed_file(name)
-        found.append(BatchFile(name, root.landing_path(name), current.fingerprint if current else None))
-    return found
+    return [BatchFile(name, root.landing_path(name), file.fingerprint if file else None, file.size if file else 0)
+            for name, file in sorted(landed.items())]

@@ -154,11 +154,13 @@ class StorageRoot:
         wanted = "directory" if dirs else "file"
         return [e["name"] for e in entries if e.get("type") == wanted]
 
-    def replace_batch(self, table: str, batch_id: str, local_parts: list[str]) -> None:
+    def replace_batch(self, table: str, batch_id: str, local_parts: list[str]) -> str:
         """Make `local_parts` (temporary files: consumed) the whole content of one batch of `table`, atomically on a
         local folder and on S3 alike: the parts go to a new generation folder, then `_CURRENT` is switched to it in
         one atomic write (a rename, a single PUT). Readers see the old parts or the new ones, never a mix; a crash
-        before the switch leaves the batch as it was. Generations older than the previous one are removed."""
+        before the switch leaves the batch as it was. Generations older than the previous one are removed. Returns
+        the new generation (the batch index follows those of `runs` and `labels`: their writers tell it, see
+        `storage.batches`)."""
         folder = self.batch_dir(table, batch_id)
         generation = f"g{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         self.fs.makedirs(f"{folder}/{generation}", exist_ok=True)
@@ -167,36 +169,28 @@ class StorageRoot:
             if os.path.exists(part):
                 os.remove(part)
         previous = self._current_generation(folder)
-        self._write_atomically(f"{folder}/{CURRENT}", generation.encode())
-        if table in _INDEXED_TABLES:
-            from orchrm_dagster.storage.batches import note_generation
-
-            note_generation(self, table, batch_id, generation)
+        self.write_atomically(f"{folder}/{CURRENT}", generation.encode())
         for stale in self._list_names(folder, dirs=True):
             if stale.rstrip("/").rsplit("/", 1)[-1] not in (generation, previous):
                 self.fs.rm(stale, recursive=True)
         for legacy in self._list_names(folder):  # parts of the layout before generations
             if legacy.endswith(".parquet"):
                 self.fs.rm(legacy)
+        return generation
 
     def batch_generation(self, table: str, batch_id: str) -> str:
         """The batch's current generation ('' for none, or a batch written before generations): generation names
         begin with their creation time, so a later write sorts after an earlier one."""
         return self._current_generation(self.batch_dir(table, batch_id)) or ""
 
-    def ingested_inputs(self) -> str:
-        """A fingerprint of every ingested batch as it is now (its runs and labels generations): what pairs and
-        scores built from the ingested runs record, so the loop can tell when they are behind. Read from the batch
-        index (`storage.batches`), which follows every new generation of `runs` and `labels`."""
-        from orchrm_dagster.storage.batches import read_index
-
-        return read_index(self).inputs
-
     def _current_generation(self, folder: str) -> str | None:
-        pointer = f"{folder}/{CURRENT}"
-        return self.fs.cat_file(pointer).decode().strip() if self.fs.exists(pointer) else None
+        try:
+            return self.fs.cat_file(f"{folder}/{CURRENT}").decode().strip()
+        except FileNotFoundError:
+            return None
 
-    def _write_atomically(self, path: str, data: bytes) -> None:
+    def write_atomically(self, path: str, data: bytes) -> None:
+        """Readers see `path` with the old content or with `data`, never a part of it."""
         if not self.is_local:  # an object store publishes a PUT whole
             self.fs.pipe_file(path, data)
             return
@@ -298,24 +292,29 @@ class StorageRoot:
         except FileNotFoundError:
             return None
 
-    def land(self, local_file: str | os.PathLike, name: str | None = None) -> LandedFile:
-        """Copy a local file into the landing zone (atomically for a local root), as `name` if given, as a run batch
-        of its own (recorded before the file appears, so the loop never cuts it into a batch with others: what
-        `orchrm ingest` and the runner land is ingested at once, alone). Landing the same source again replaces
-        its batch (a re-run changes no count); another source whose name is taken lands under that name plus a hash
-        of its path, so it never replaces someone else's runs. Files put into the landing zone otherwise (a fleet's
-        writers) are cut into batches by the loop."""
-        name = name or Path(local_file).name
-        if not name.endswith(LANDING_SUFFIXES):
-            raise ValueError(f"{local_file}: a run batch must be a {' or '.join(LANDING_SUFFIXES)} file")
+    def landing_name(self, name: str, source: str) -> str:
+        """The name under which the local file `source` (a resolved path) lands as `name`: `name`, made visible (the
+        landing zone ignores hidden files), or, when another source landed under it, `name` plus a hash of the
+        path, so a file never replaces someone else's. Recorded in the landing zone's `.sources.json`; the caller
+        holds the root's `landing` lock (storage.batches.land)."""
+        if name.startswith("."):  # the landing zone ignores hidden files (partial uploads): land it visibly
+            name = "_" + name.lstrip(".")
         self.fs.makedirs(self.landing_path(), exist_ok=True)
-        from orchrm_dagster.storage.batches import NewBatch, read_index, register_batches
-        from orchrm_dagster.storage.locks import root_lock
+        sources_path = self.landing_path(LANDING_SOURCES)
+        try:
+            sources = json.loads(self.fs.cat_file(sources_path))
+        except FileNotFoundError:
+            sources = {}
+        if sources.get(name, source) != source:
+            suffix = next(x for x in LANDING_SUFFIXES if name.endswith(x))
+            name = f"{name[: -len(suffix)]}-{hashlib.blake2b(source.encode(), digest_size=4).hexdigest()}{suffix}"
+        if sources.get(name) != source:
+            self.write_atomically(sources_path, json.dumps({**sources, name: source}, indent=1).encode())
+        return name
 
-        with root_lock(self, "landing"):
-            name = self._landing_name(name, str(Path(local_file).expanduser().resolve()))
-        if read_index(self).batch_of(name) is None:  # a file landed again stays in the batch that holds it
-            register_batches(self, [NewBatch(batch_id_for(name), (name,), False)])
+    def put_landed(self, local_file: str | os.PathLike, name: str) -> LandedFile:
+        """Copy a local file into the landing zone as `name` (a name from `landing_name`), whole: on a local root a
+        hidden copy renamed into place, on an object store one upload."""
         target = self.landing_path(name)
         if self.is_local:
             tmp = self.landing_path(f".{name}.{uuid.uuid4().hex}.part")
@@ -324,18 +323,6 @@ class StorageRoot:
         else:
             self.fs.put_file(str(local_file), target)
         return self.landed_file(name)
-
-    def _landing_name(self, name: str, source: str) -> str:
-        if name.startswith("."):  # the landing zone ignores hidden files (partial uploads): land it visibly
-            name = "_" + name.lstrip(".")
-        sources_path = self.landing_path(LANDING_SOURCES)
-        sources = json.loads(self.fs.cat_file(sources_path)) if self.fs.exists(sources_path) else {}
-        if sources.get(name, source) != source:
-            suffix = next(x for x in LANDING_SUFFIXES if name.endswith(x))
-            name = f"{name[: -len(suffix)]}-{hashlib.blake2b(source.encode(), digest_size=4).hexdigest()}{suffix}"
-        if sources.get(name) != source:
-            self._write_atomically(sources_path, json.dumps({**sources, name: source}, indent=1).encode())
-        return name
 
     # --- parquet ------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -355,9 +342,6 @@ class StorageRoot:
 
     def exists(self, path: str) -> bool:
         return self.fs.exists(path)
-
-
-_INDEXED_TABLES = ("runs", "labels")  # tables whose batch generations the batch index follows
 
 
 def _stat_landed(folder: str, name: str) -> LandedFile | None:

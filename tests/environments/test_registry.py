@@ -73,6 +73,19 @@ def test_runs_record_their_environment_and_a_file_without_the_field_reads_as_age
     warehouse = Warehouse(storage_root)
     warehouse.refresh_views()
     rows = warehouse.query("select environment, count(*) AS n from runs group by all order by all").to_pylist()
-    assert {r["environment"]: r["n"] for r in rows}.get("agents", 0) >= 5  # 4 ingested + the legacy file
+    assert {r["environment"]: r["n"] for r in rows}.get("agents", 0) == 5  # 4 ingested + the legacy file
     polars_view = scan_table(storage_root, "runs").collect()
     assert polars_view.filter(polars_view["run_id"] == "legacy-run")["environment"].to_list() == ["agents"]
+
+
+def test_every_label_of_a_simulated_environment_says_so():
+    import polars as pl
+
+    from orchrm_dagster.environments import environment_label
+    from orchrm_dagster.evaluation.pools import policy_in_environment
+
+    assert environment_label("simulated") == "simulated (SIMULATED)"
+    assert environment_label(None) == environment_label("agents") == "agents"  # a run from before environments
+    runs = pl.DataFrame({"policy_name": ["p", "p", "p"], "environment": ["agents", "simulated", "elsewhere"]})
+    assert runs.select(policy_in_environment())["policy"].to_list() == [
+        "p", "p [simulated (SIMULATED)]", "p [elsewhere]"]  # pools never mix environments

@@ -17,7 +17,7 @@ from orchrm_dagster.ingest import ingest_batch
 from orchrm_dagster.labels import label_batch
 from orchrm_dagster.llm import Completion
 from orchrm_dagster.problems import load_problems, problem_sources, reference_answers
-from orchrm_dagster.storage import Warehouse
+from orchrm_dagster.storage import Warehouse, land
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
 NO_SIMILARITY = VerifierSettings(weights=VerifierWeights(similarity=0.0))
@@ -43,7 +43,7 @@ class CountingJudge:
 def ingest(root, tmp_path, name, records):
     path = tmp_path / name
     write_jsonl(records, path)
-    landed = root.land(path)
+    landed = land(root, path)
     ingest_batch(root, landed.batch_id, landed.path)
     label_batch(root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
     return landed.batch_id
@@ -69,9 +69,10 @@ def evaluated_root(storage_root, tmp_path):
     records = list(generate_runs(96, seed=4, benchmarks=("gsm8k_test",), samples_per_problem=8, plans_decide=True,
                                  policies=(("gen", "base", None),)))
     ingest(storage_root, tmp_path, "held.jsonl", records)
-    VERIFYING_AGENTS = ("SCAgent", "DebateAgent", "ReflexionAgent")  # the plan_success_rate truth's default
+    from orchrm_dagster.truths.plan_success_rate import PlanSuccessRateSettings
 
-    scores = {r["run_id"]: float(sum(r["plan"].count(f"<agent_name>{a}") for a in VERIFYING_AGENTS))
+    verifying = PlanSuccessRateSettings().verifying_agents  # what decides the generated runs' correctness
+    scores = {r["run_id"]: float(sum(r["plan"].count(f"<agent_name>{a}") for a in verifying))
               for r in records}
     seen = sorted({r["problem_id"] for r in records})[:3]  # three problems the reward model "saw"
     fake_champion(storage_root, 1, seen, scores)

@@ -76,7 +76,7 @@ def fake_execution(answers: dict[str, str] | None, monkeypatch) -> list:
                                              outputs={}, calls=[], prompt_tokens=10, completion_tokens=5, error=None,
                                              plan_error=None)
 
-    monkeypatch.setattr(round_module, "samples_executor", lambda settings, backend: Scripted())
+    monkeypatch.setattr(round_module, "executor_for", lambda settings, backend: Scripted())
     return executed
 
 

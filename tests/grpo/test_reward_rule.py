@@ -10,11 +10,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchrm_dagster.grpo import group_rewards, held_out_rewards
-from orchrm_dagster.grpo.round import held_out_reward
+from orchrm_dagster.grpo.gate import Reward
+from orchrm_dagster.grpo.round import held_out_plan_rewards
 
 from ..orchestration.test_sampling_and_execution import PLAN
 
 PROPERTY = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def held_out_reward(samples, scorer, margin):
+    """The mean held-out reward, as the gate reads it."""
+    return Reward.of(held_out_plan_rewards(samples, scorer, margin)).mean
 
 
 @st.composite

@@ -10,7 +10,8 @@ from orchrm_dagster.grpo.checkpoints import append_row, checkpoint_row, publish_
 from orchrm_dagster.grpo.rewards.collaborative import CollaborativeReward
 from orchrm_dagster.grpo.rewards.orchrm import OrchRMReward
 from orchrm_dagster.grpo.rewards.trajectory import TrajectoryReward
-from orchrm_dagster.orchestration import ExecutionSettings, PolicySpec, samples_executor
+from orchrm_dagster.environments import executor_for
+from orchrm_dagster.orchestration import ExecutionSettings, PolicySpec
 
 from ..orchestration.test_sampling_and_execution import PLAN, ScriptedBackend
 
@@ -42,7 +43,7 @@ def context():
 
 
 def rollouts_of(backend, execution) -> Rollouts:
-    return Rollouts(samples_executor(execution, backend))
+    return Rollouts(executor_for(execution, lambda: backend))
 
 
 @pytest.mark.parametrize("name", list(reward_kinds()))

@@ -38,14 +38,18 @@ def test_a_simulated_round_is_gated_on_its_measured_held_out_accuracy(champion_r
     [row] = read_table(champion_root, "grpo_rounds")
     assert row == outcome.row and row["environment"] == "simulated" and row["gate"] == "accuracy"
     assert row["heldout_plans_before"] == row["heldout_plans_after"] == 6
-    assert 0 <= row["heldout_correct_before"] <= 6 and 0 <= row["heldout_correct_after"] <= 6
-    assert row["heldout_accuracy_before"] == row["heldout_correct_before"] / 6
+    before, after = row["heldout_correct_before"], row["heldout_correct_after"]
+    assert row["heldout_accuracy_before"] == before / 6 and row["heldout_accuracy"] == after / 6
+    assert row["accuracy_difference_low"] <= (after - before) / 6 <= row["accuracy_difference_high"]
+    assert row["truth"].startswith("plan_success_rate PlanSuccessRateSettings(")  # what drew correctness
     assert row["heldout_accuracy_low_after"] <= row["heldout_accuracy"] <= row["heldout_accuracy_high_after"]
     assert row["accuracy_difference_low"] < row["accuracy_difference_high"] and row["confidence"] == 0.95
     # six plans a side cannot show that accuracy held within 5 points: the verdict says so, and promotes nothing
     assert row["verdict"] in (UNDECIDED, REJECTED) and row["promoted"] is False
     if row["verdict"] == UNDECIDED:
         assert row["reason"].startswith("undecided: 6 + 6 plans, interval [")
+    else:  # rejected: reward or accuracy fell past its margin, or the reward rose as accuracy did not
+        assert "fell" in row["reason"] or "suspected reward hacking" in row["reason"]
     assert row["rollout_tokens"] == 0  # the orchrm reward executes nothing
     headers, [shown] = rounds_table([row])
     assert dict(zip(headers, shown))["environment"] == "simulated (SIMULATED)"

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchrm_dagster.ingest.batch import ingest_batch
+from orchrm_dagster.storage import land
 from orchrm_dagster.storage.warehouse import Warehouse
 from tests.conftest import write_lines
 
@@ -27,7 +28,7 @@ def bad_batch(tmp_path, good_records):
 
 
 def test_good_lines_land_and_bad_lines_are_quarantined_with_reasons(tmp_path, storage_root, good_records):
-    landed = storage_root.land(bad_batch(tmp_path, good_records))
+    landed = land(storage_root, bad_batch(tmp_path, good_records))
     report = ingest_batch(storage_root, landed.batch_id, landed.path)
     assert (report.lines_read, report.runs_written, report.quarantined) == (15, 12, 3)
     assert counts(storage_root)["runs"] == 12
@@ -41,7 +42,7 @@ def test_good_lines_land_and_bad_lines_are_quarantined_with_reasons(tmp_path, st
 
 
 def test_reingesting_the_same_file_changes_no_count(tmp_path, storage_root, good_records):
-    landed = storage_root.land(bad_batch(tmp_path, good_records))
+    landed = land(storage_root, bad_batch(tmp_path, good_records))
     ingest_batch(storage_root, landed.batch_id, landed.path)
     first = counts(storage_root)
     ingest_batch(storage_root, landed.batch_id, landed.path)
@@ -49,9 +50,9 @@ def test_reingesting_the_same_file_changes_no_count(tmp_path, storage_root, good
 
 
 def test_overlapping_batch_adds_only_new_runs(tmp_path, storage_root, good_records):
-    first = storage_root.land(write_lines(tmp_path / "one.jsonl", good_records[:8]))
+    first = land(storage_root, write_lines(tmp_path / "one.jsonl", good_records[:8]))
     ingest_batch(storage_root, first.batch_id, first.path)
-    second = storage_root.land(write_lines(tmp_path / "two.jsonl", good_records[4:]))
+    second = land(storage_root, write_lines(tmp_path / "two.jsonl", good_records[4:]))
     report = ingest_batch(storage_root, second.batch_id, second.path)
     assert report.runs_written == 4 and report.reasons["already_ingested"] == 4
     assert counts(storage_root)["runs"] == 12
@@ -63,7 +64,7 @@ def test_overlapping_batch_adds_only_new_runs(tmp_path, storage_root, good_recor
 
 
 def test_subagent_calls_and_flattened_fields(tmp_path, storage_root, good_records):
-    landed = storage_root.land(write_lines(tmp_path / "b.jsonl", good_records[:2]))
+    landed = land(storage_root, write_lines(tmp_path / "b.jsonl", good_records[:2]))
     ingest_batch(storage_root, landed.batch_id, landed.path)
     counts(storage_root)
     with Warehouse(storage_root).connect() as con:
@@ -88,7 +89,7 @@ def test_parquet_batch_is_ingested_like_jsonl(tmp_path, storage_root, good_recor
     rows[3]["policy"] = {"name": "x", "kind": "nonsense", "step": None}
     path = tmp_path / "batch.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    landed = storage_root.land(path)
+    landed = land(storage_root, path)
     report = ingest_batch(storage_root, landed.batch_id, landed.path)
     assert (report.runs_written, report.quarantined) == (4, 1)
     assert report.reasons == {"invalid_field: policy.kind": 1}
@@ -107,7 +108,7 @@ def test_parallel_staging_numbers_lines_across_workers_and_finds_duplicates_betw
 
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 1)
     lines = [orjson.dumps(r) for r in good_records] + [b"{oops"] + [orjson.dumps(good_records[0])]
-    landed = storage_root.land(write_lines(tmp_path / "par.jsonl", lines))
+    landed = land(storage_root, write_lines(tmp_path / "par.jsonl", lines))
     report = ingest_batch(storage_root, landed.batch_id, landed.path, workers=2)
     assert report.workers == 2
     assert (report.runs_written, report.quarantined) == (12, 2)
@@ -125,10 +126,10 @@ def test_a_smaller_reingest_leaves_no_stale_parts(tmp_path, storage_root, good_r
 
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 1)
     path = write_lines(tmp_path / "shrink.jsonl", good_records)
-    landed = storage_root.land(path)
+    landed = land(storage_root, path)
     report = ingest_batch(storage_root, landed.batch_id, landed.path, workers=2)
     assert report.workers == 2 and report.runs_written == len(good_records)
-    landed = storage_root.land(write_lines(tmp_path / "shrink.jsonl", good_records[:3]))
+    landed = land(storage_root, write_lines(tmp_path / "shrink.jsonl", good_records[:3]))
     ingest_batch(storage_root, landed.batch_id, landed.path, workers=1)
     assert len(storage_root.batch_files("runs", landed.batch_id)) == 1
     assert counts(storage_root)["runs"] == 3

@@ -14,7 +14,8 @@ from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm import (BackendSpec, ChatRequest, Completion, LLMSettings, TransformersSpec, backend_kinds,
                                 build_backend, register_backend, respec, spec_class)
 from orchrm_dagster.llm import registry
-from orchrm_dagster.orchestration import ExecutionSettings, PlanJob, PolicySpec, execute_plans
+from orchrm_dagster.environments import executor_for
+from orchrm_dagster.orchestration import ExecutionSettings, PlanJob, PolicySpec
 
 PLAN = """<thinking>one solver</thinking>
 <agent><agent_id>1</agent_id><agent_name>CoTAgent</agent_name><agent_description>solve</agent_description>
@@ -66,7 +67,7 @@ def test_a_registered_backend_builds_and_executes_plans(echo_registered):
     backend = build_backend(EchoSpec(prefix="heard: "))
     assert build_backend(EchoSpec(prefix="heard: ")) is backend  # one backend per spec and process
     jobs = [PlanJob(f"What is {i} + {i}?", PLAN, "math", seed=i) for i in range(4)]
-    results = execute_plans(jobs, backend, ExecutionSettings(concurrent_plans=4))
+    results = executor_for(ExecutionSettings(concurrent_plans=4), lambda: backend).execute(jobs)
     assert all(r.error is None and r.final_answer.startswith("heard: ") for r in results)
     assert all(f"What is {i} + {i}?" in r.final_answer for i, r in enumerate(results))
     assert sum(backend.batch_sizes) == 4  # one CoT call per plan

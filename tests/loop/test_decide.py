@@ -71,7 +71,9 @@ def test_the_first_round_starts_once_the_learning_part_is_current():
 
 
 def test_no_round_without_a_champion():
-    decision = decide(dataclasses.replace(CURRENT, pairs=0, champion=None, new_pairs=None), SETTINGS)
+    none_trained = dict.fromkeys(("choice", "math", "qa"), "no champion reward model yet (none trained)")
+    decision = decide(dataclasses.replace(CURRENT, pairs=0, champion=None, new_pairs=None, no_champion=none_trained),
+                      SETTINGS)
     assert decision.steps == () and decision.blocked.startswith("no champion reward model yet")
 
 
@@ -124,7 +126,8 @@ def test_every_state_gets_one_phase_of_work_and_never_a_step_in_flight(batches, 
                                                                        promoted, stale_pairs, in_flight):
     state = LoopState(batches=tuple(batches), ingested_batches=1, inputs="now",
                       pairs_inputs="before" if stale_pairs else "now", pairs=pairs, new_pairs=new_pairs,
-                      champion=champion, rounds=tuple(a_round(r, promoted) for r in range(1, n_rounds + 1)))
+                      champion=champion, rounds=tuple(a_round(r, promoted) for r in range(1, n_rounds + 1)),
+                      no_champion={} if champion is not None else {"math": "none trained"})  # as read_state has it
     first = decide(state, SETTINGS)
     if in_flight and first.steps:
         busy = dataclasses.replace(state, runs=StepRuns(in_flight=frozenset(s.key for s in first.steps)))

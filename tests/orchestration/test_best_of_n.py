@@ -78,9 +78,8 @@ def test_the_runner_in_best_of_n_mode_executes_one_plan_per_problem(champion_roo
                                                           o.token_logprobs) for i, (r, o) in enumerate(zip(requests, out))]
 
     sample_partition(champion_root, "gsm8k", PolicySpec(name="p"), Varied(), PlanSamplingSettings(3, 2))
-    executor = ScriptedBackend()
     settings = ExecutionSettings(selection="orchrm_bon", best_of_n=3, concurrent_plans=1)
-    report, landed = execute_and_land(champion_root, KEY, executor, settings)
+    report, landed = execute_and_land(champion_root, KEY, ScriptedBackend, settings)
     assert landed.name == "mas-gsm8k_p-best-of-3.jsonl" and report.executed == 2
     records = [orjson.loads(line) for line in champion_root.fs.cat_file(landed.path).splitlines()]
     assert sorted(r["problem_id"] for r in records) == ["gsm8k-test-0000", "gsm8k-test-0001"]

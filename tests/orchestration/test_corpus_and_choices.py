@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orchrm_dagster.environments import executor_for
 from orchrm_dagster.grpo import GRPOSettings, Rollouts
 from orchrm_dagster.grpo.rewards.trajectory import TrajectoryReward
 from orchrm_dagster.grpo.round import _dataset
@@ -19,8 +20,8 @@ from orchrm_dagster.labels import label_batch
 from orchrm_dagster.mas import load_retriever, read_corpus
 from orchrm_dagster.mas.agents import NO_RETRIEVER_NOTE
 from orchrm_dagster.orchestration import (Cell, ExecutionSettings, PlanJob, PlanSamplingSettings, PolicySpec,
-                                          execute_and_land, execute_plans, read_samples, sample_partition,
-                                          samples_executor, select_problems)
+                                          execute_and_land, read_samples, sample_partition,
+                                          select_problems)
 from orchrm_dagster.problems import load_problems, problem_sources, problem_table, reference_answers
 
 from ..mas.scripted import COT, QUERY, SUMMARIZE, ScriptedBackend, prompt_of
@@ -60,7 +61,7 @@ def test_the_shipped_hotpotqa_corpus_holds_the_distractor_paragraphs_and_is_buil
 def test_execution_artifacts_give_websearch_the_shipped_corpus_by_default(storage_root):
     cell = Cell("hotpotqa", "p")
     sample_partition(storage_root, "hotpotqa", PolicySpec(name="p"), web_backend(), PlanSamplingSettings(1, 1))
-    report, landed = execute_and_land(storage_root, cell, web_backend(), ExecutionSettings(concurrent_plans=1))
+    report, landed = execute_and_land(storage_root, cell, web_backend, ExecutionSettings(concurrent_plans=1))
     assert report.corpus_documents == 521 and report.corpus_rejected == ()
     [record] = landed_records(storage_root, landed)
     query, summary = record["subagents"]
@@ -71,8 +72,12 @@ def test_execution_artifacts_give_websearch_the_shipped_corpus_by_default(storag
     assert record["final_answer"].endswith("Answer: yes") and record["error"] is None
 
 
+def execute(jobs, backend, settings):
+    return executor_for(settings, lambda: backend).execute(jobs)
+
+
 def test_without_a_corpus_websearch_falls_back_to_one_cot_call():
-    [result] = execute_plans([PlanJob("Who?", plan_of("WebSearchAgent"), "qa")], web_backend(),
+    [result] = execute([PlanJob("Who?", plan_of("WebSearchAgent"), "qa")], web_backend(),
                              ExecutionSettings(corpus=None, concurrent_plans=1))
     assert [call.note for call in result.calls] == [NO_RETRIEVER_NOTE]
 
@@ -87,7 +92,7 @@ def test_a_corpus_file_reaches_every_executor_entry_point_and_a_new_version_is_r
                           {"id": "seine", "text": "The Seine flows through Paris."}])
     execution = ExecutionSettings(corpus=str(corpus), concurrent_plans=1)
     job = PlanJob("Which is the highest mountain in Japan?", plan_of("WebSearchAgent"), "qa")
-    [result] = execute_plans([job], web_backend("highest mountain Japan"), execution)
+    [result] = execute([job], web_backend("highest mountain Japan"), execution)
     assert "retrieved: fuji" in result.calls[-1].note
 
     first = load_retriever(str(corpus))
@@ -95,7 +100,7 @@ def test_a_corpus_file_reaches_every_executor_entry_point_and_a_new_version_is_r
     os.utime(corpus, ns=(os.stat(corpus).st_atime_ns, os.stat(corpus).st_mtime_ns + 10**9))
     assert load_retriever(str(corpus)) is not first
 
-    rollouts = Rollouts(samples_executor(execution, web_backend("highest mountain Japan")))  # GRPO's rewards
+    rollouts = Rollouts(executor_for(execution, lambda: web_backend("highest mountain Japan")))  # GRPO's rewards
     [rolled] = rollouts.run([job.question], [job.plan], ["qa"])
     assert "retrieved: everest" in rolled.result.calls[-1].note
 
@@ -103,7 +108,7 @@ def test_a_corpus_file_reaches_every_executor_entry_point_and_a_new_version_is_r
 def test_a_missing_corpus_file_is_named(tmp_path):
     missing = tmp_path / "nope.jsonl"
     with pytest.raises(FileNotFoundError, match="nope.jsonl.*shipped corpora: hotpotqa"):
-        execute_plans([PlanJob("q", plan_of("CoTAgent"), "qa")], web_backend(), ExecutionSettings(corpus=str(missing)))
+        execute([PlanJob("q", plan_of("CoTAgent"), "qa")], web_backend(), ExecutionSettings(corpus=str(missing)))
     with pytest.raises(ValueError, match="corpus must be"):
         ExecutionSettings(corpus=" ")
 
@@ -169,7 +174,7 @@ def test_choices_reach_the_orchestrator_the_subagents_and_the_label(choice_root)
 
     subagents = ScriptedBackend([(COT, "Jupiter is the largest.\nAnswer: B")])
     subagents.batches_in_process = False
-    _, landed = execute_and_land(choice_root, Cell("mcq", "p"), subagents, ExecutionSettings(concurrent_plans=1))
+    _, landed = execute_and_land(choice_root, Cell("mcq", "p"), lambda: subagents, ExecutionSettings(concurrent_plans=1))
     assert LISTED in subagents.prompts[0] and "Which planet is largest?" in subagents.prompts[0]
 
     ingest_batch(choice_root, landed.batch_id, landed.path)
@@ -187,7 +192,7 @@ def test_choices_reach_grpos_dataset_and_the_trajectory_reward(choice_root):
 
     backend = ScriptedBackend([(COT, "Answer: B")])
     backend.batches_in_process = False
-    reward = TrajectoryReward(Rollouts(samples_executor(ExecutionSettings(concurrent_plans=1), backend)), margin=1.0)
+    reward = TrajectoryReward(Rollouts(executor_for(ExecutionSettings(concurrent_plans=1), lambda: backend)), margin=1.0)
     columns = {name: [row[name]] for name in ("question", "answer", "answer_type", "problem_id", "choices")}
     assert reward.raw_rewards([plan_of("CoTAgent")], **columns) == [1.0]  # "B" is "Jupiter"
     assert LISTED in prompt_of(backend.requests[0])

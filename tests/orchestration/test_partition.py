@@ -23,12 +23,12 @@ def test_sampling_keeps_what_was_drawn_and_drops_what_is_no_longer_asked(storage
 
 def test_execute_and_land_lands_one_batch_and_a_second_call_redoes_nothing(storage_root):
     sample_partition(storage_root, "gsm8k", PolicySpec(name="p"), ScriptedBackend(), PlanSamplingSettings(2, 2))
-    report, landed = execute_and_land(storage_root, KEY, ScriptedBackend(), ExecutionSettings(concurrent_plans=2))
+    report, landed = execute_and_land(storage_root, KEY, ScriptedBackend, ExecutionSettings(concurrent_plans=2))
     assert (report.executed, report.resumed, landed.name) == (4, 0, "mas-gsm8k_p.jsonl")
     lines = storage_root.fs.cat_file(landed.path).splitlines()
     assert len(lines) == 4 and all(orjson.loads(line)["final_answer"] for line in lines)
     assert not list((storage_root.fs.ls(storage_root.path("work", "execution"))))  # the partial is gone
 
-    again, landed_again = execute_and_land(storage_root, KEY, ScriptedBackend(), ExecutionSettings())
+    again, landed_again = execute_and_land(storage_root, KEY, ScriptedBackend, ExecutionSettings())
     assert (again.executed, again.resumed) == (0, 4)
     assert storage_root.fs.cat_file(landed_again.path).splitlines() == lines

@@ -63,7 +63,7 @@ def test_resampling_skips_samples_already_drawn():
 def test_malformed_plan_is_a_failed_run_with_a_reason(tmp_path):
     samples = sample_plans(PolicySpec(name="p"), ScriptedBackend("no tags at all"), PROBLEMS[:1], n=1, seed=0)
     assert not samples[0].plan_parses
-    report = execute_samples(samples, ScriptedBackend(), tmp_path / "out.partial")
+    report = execute_samples(samples, ScriptedBackend, tmp_path / "out.partial")
     record = orjson.loads((tmp_path / "out.partial").read_bytes())
     assert report.failed == 1 and report.malformed_plans == 1
     assert record["error"].startswith("plan does not parse") and record["final_answer"] is None
@@ -79,7 +79,7 @@ def test_a_generation_that_failed_is_not_executed_and_says_so(tmp_path):
     [sample] = sample_plans(PolicySpec(name="p"), Failing(), PROBLEMS[:1], n=1, seed=0)
     assert sample.plan_error_kind == "generation_failed" and sample.plan_error_code is None
     backend = ScriptedBackend()
-    report = execute_samples([sample], backend, tmp_path / "out.partial")
+    report = execute_samples([sample], lambda: backend, tmp_path / "out.partial")
     [record] = [orjson.loads(line) for line in (tmp_path / "out.partial").read_bytes().splitlines()]
     assert backend.requests == [] and report.executed == report.failed == 1
     assert record["error"] and record["meta"]["error_kind"] == "generation_failed" and record["subagents"] == []
@@ -89,7 +89,7 @@ def test_execution_writes_contract_records_with_token_accounting(tmp_path):
     from orchrm_dagster.contract.record import RunRecord
 
     samples = sample_plans(PolicySpec(name="p"), ScriptedBackend(), PROBLEMS, n=1, seed=0)
-    execute_samples(samples, ScriptedBackend(), tmp_path / "out.partial")
+    execute_samples(samples, ScriptedBackend, tmp_path / "out.partial")
     lines = (tmp_path / "out.partial").read_bytes().splitlines()
     records = [RunRecord.model_validate_json(line) for line in lines]
     assert [r.final_answer for r in records] == ["Step: 6 x 3. The answer is \\boxed{18}."] * 2
@@ -101,11 +101,11 @@ def test_execution_writes_contract_records_with_token_accounting(tmp_path):
 def test_interrupted_execution_resumes_without_redoing_finished_runs(tmp_path):
     samples = sample_plans(PolicySpec(name="p"), ScriptedBackend(), PROBLEMS, n=2, seed=0)
     partial = tmp_path / "out.partial"
-    execute_samples(samples[:3], ScriptedBackend(), partial)
+    execute_samples(samples[:3], ScriptedBackend, partial)
     with open(partial, "ab") as out:  # a crash in the middle of writing the fourth record
         out.write(b'{"run_id": "p/gsm8k-test-0001/seed0/1", "proble')
     backend = ScriptedBackend()
-    report = execute_samples(samples, backend, partial)
+    report = execute_samples(samples, lambda: backend, partial)
     assert (report.resumed, report.executed) == (3, 1)
     assert len(backend.requests) == 1  # one CoT call for the one run not yet finished
     assert finished_run_ids(partial) == {s.run_id for s in samples}
@@ -132,7 +132,7 @@ def test_concurrent_plans_share_batches_and_every_run_lands_once(tmp_path):
     samples = sample_plans(PolicySpec(name="p"), ScriptedBackend(), problems, n=2, seed=0)
     backend = BatchingScriptedBackend()
     partial = tmp_path / "out.partial"
-    report = execute_samples(samples, backend, partial, ExecutionSettings(concurrent_plans=4))
+    report = execute_samples(samples, lambda: backend, partial, ExecutionSettings(concurrent_plans=4))
     assert (report.executed, report.failed) == (12, 0)
     assert max(backend.batch_sizes) > 1 and sum(backend.batch_sizes) == 12  # one CoT call per plan
     assert report.mean_batch_size == pytest.approx(12 / len(backend.batch_sizes), abs=0.01)
@@ -144,5 +144,5 @@ def test_concurrent_plans_share_batches_and_every_run_lands_once(tmp_path):
 def test_one_plan_at_a_time_calls_the_backend_directly(tmp_path):
     samples = sample_plans(PolicySpec(name="p"), ScriptedBackend(), PROBLEMS, n=2, seed=0)
     backend = BatchingScriptedBackend()
-    execute_samples(samples, backend, tmp_path / "out.partial", ExecutionSettings(concurrent_plans=1))
+    execute_samples(samples, lambda: backend, tmp_path / "out.partial", ExecutionSettings(concurrent_plans=1))
     assert backend.batch_sizes == [1, 1, 1, 1]

@@ -12,7 +12,7 @@ from orchrm_dagster.labels import label_batch
 from orchrm_dagster.pairs import (PUBLISHED_FIELDS, PairRules, build_pairs_table, export_pairs, import_published,
                                   training_pair_texts)
 from orchrm_dagster.problems import load_problems, problem_sources, reference_answers
-from orchrm_dagster.storage import StorageRoot, Warehouse
+from orchrm_dagster.storage import StorageRoot, Warehouse, land
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
 
@@ -20,7 +20,7 @@ def pairs_from_runs(root: StorageRoot, tmp_path, rules: PairRules = PairRules())
     """Lands, ingests and labels synthetic runs on a few problems, and builds the pairs."""
     path = tmp_path / "rollout.jsonl"
     write_jsonl(generate_runs(64, seed=1, plans_decide=True, samples_per_problem=8), path)
-    landed = root.land(path)
+    landed = land(root, path)
     ingest_batch(root, landed.batch_id, landed.path)
     label_batch(root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
     build_pairs_table(root, Warehouse(root), rules)

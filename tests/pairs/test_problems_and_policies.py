@@ -13,7 +13,7 @@ from orchrm_dagster.grpo import held_out_problems, verified_checkpoints
 from orchrm_dagster.pairs import (KnownProblems, PairContext, PairRules, build_pairs_table, import_published, pair_id,
                                   question_key, split_for)
 from orchrm_dagster.problems import load_shipped
-from orchrm_dagster.storage import Warehouse, scan_table
+from orchrm_dagster.storage import Warehouse, land, scan_table
 
 AIME = load_shipped("aime24")[0]
 MATH = load_shipped("math500")[3]
@@ -127,6 +127,12 @@ def test_the_pairs_asset_puts_only_verified_checkpoints_on_the_specialized_side(
             metadata["imported_left_out_held_out"]) == (2, 1, 1)
     policies_table = metadata["policies"]
     assert "| grpo-r0002 | checkpoint |" in policies_table and "| someone-elses-grpo | checkpoint |" in policies_table
+    # policy -> its specialized-over-base side: the checkpoint promoted on measured accuracy wins them; one unknown
+    # here, or promoted on its reward alone, stands on neither side (correct-over-incorrect pairs only)
+    policy_rows = [line.strip("| ").split(" | ") for line in policies_table.splitlines()[2:]]
+    sides = {cells[0]: cells[3] for cells in policy_rows}
+    assert sides == {"base-orchestrator": "base", "specialized-orchestrator": "specialized",
+                     "someone-elses-grpo": "neither", "grpo-r0001": "neither", "grpo-r0002": "specialized"}
     rows = defs.resources["storage"].warehouse().query(
         "select p.source, r.policy_name, count(*) as pairs from pairs p join runs r on r.run_id = p.chosen_run_id "
         "group by all").to_pylist()
@@ -150,7 +156,7 @@ def test_the_same_plans_run_in_two_environments_pair_within_each_and_the_pairs_c
         path = tmp_path / f"{environment}.jsonl"
         runs = generate_runs(96, seed=4, plans_decide=True, environment=environment)
         write_jsonl(({**r, "run_id": f"{r['run_id']}-{environment}"} for r in runs), path)
-        landed = storage_root.land(path)
+        landed = land(storage_root, path)
         ingest_batch(storage_root, landed.batch_id, landed.path)
         label_batch(storage_root, landed.batch_id, answers)
     warehouse = Warehouse(storage_root)

@@ -15,7 +15,7 @@ from orchrm_dagster.rm import (NoChampion, RMTrainConfig, RewardScorer, ScoringS
 from orchrm_dagster.rm.champions import crowned, gate, write_champions
 from orchrm_dagster.rm.floor import Floor
 from orchrm_dagster.rm.lifecycle import checkpoints_dir, domain_trainings
-from orchrm_dagster.storage import scan_table
+from orchrm_dagster.storage import land, scan_table
 
 from .toy import NO_FLOOR, toy_pairs
 
@@ -156,7 +156,7 @@ def two_champions(storage_root, tiny_backbone, good_records, tmp_path):
     write_champions(checkpoints_dir(storage_root), {"math": 1, "qa": 2})
     path = tmp_path / "runs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in good_records) + "\n")
-    landed = storage_root.land(path)
+    landed = land(storage_root, path)
     ingest_batch(storage_root, landed.batch_id, landed.path)
     return storage_root, landed.batch_id
 

@@ -15,6 +15,7 @@ from orchrm_dagster.rm import (NoChampion, RMTrainConfig, ScoringSettings, champ
                                current_champions, score_runs, train_new_version)
 from orchrm_dagster.rm.champions import write_champions
 from orchrm_dagster.rm.lifecycle import checkpoints_dir
+from orchrm_dagster.storage import land
 
 from .toy import toy_pairs
 
@@ -26,7 +27,7 @@ def uncrowned(storage_root, tiny_backbone, good_records, tmp_path):
     """Runs of gsm8k and hotpotqa, and one trained version that no domain crowned: too few validation pairs."""
     path = tmp_path / "runs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in good_records) + "\n")
-    landed = storage_root.land(path)
+    landed = land(storage_root, path)
     ingest_batch(storage_root, landed.batch_id, landed.path)
     label_batch(storage_root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
     config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,

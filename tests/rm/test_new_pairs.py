@@ -12,7 +12,7 @@ from orchrm_dagster.pairs import PairRules, build_pairs_table, current_pair_ids
 from orchrm_dagster.problems import load_problems, problem_sources, reference_answers
 from orchrm_dagster.rm import RMTrainConfig, train_on_current_pairs
 from orchrm_dagster.rm.lifecycle import PAIR_IDS_FILE, new_pairs_since_training
-from orchrm_dagster.storage import Warehouse
+from orchrm_dagster.storage import Warehouse, land
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -25,7 +25,7 @@ def rollout(root, tmp_path, seed: int, runs: int, samples_per_problem: int) -> N
     path = tmp_path / f"rollout-{seed}.jsonl"
     write_jsonl(generate_runs(runs, seed=seed, plans_decide=True, samples_per_problem=samples_per_problem,
                               first_problem=FIRST_PROBLEM), path)
-    landed = root.land(path)
+    landed = land(root, path)
     ingest_batch(root, landed.batch_id, landed.path)
     label_batch(root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
 
@@ -93,7 +93,7 @@ def test_a_batch_without_runs_is_scored_once_not_for_ever(storage_root, tiny_bac
                       RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
                                     **NO_FLOOR))
     (tmp_path / "empty.jsonl").write_text("not json\n")
-    landed = storage_root.land(tmp_path / "empty.jsonl")
+    landed = land(storage_root, tmp_path / "empty.jsonl")
     ingest_batch(storage_root, landed.batch_id, landed.path)  # every line quarantined: a batch of no runs
     assert batches_to_score(storage_root) == [landed.batch_id]
     score_runs(storage_root, ScoringSettings(device="cpu", max_length=64))

@@ -58,14 +58,14 @@ def left_out(settings: EvaluationSettings) -> str | None:
 def prepare(preparation: Preparation) -> None:
     """Adds each run's off-the-shelf score and tokens (`offshelf_score`, `offshelf_tokens`) to the pool, scoring
     only the runs the cache lacks."""
-    settings = preparation.settings.offshelf_rm
-    model = offshelf_model(preparation.root, settings, preparation.champions)
+    model = offshelf_model(preparation.root, preparation.settings, preparation.champions)
     cached = (scan_table(preparation.root, "offshelf_scores").filter(pl.col("scorer_id") == model.scorer_id)
               .select("run_id", "score", "tokens").unique(subset="run_id", keep="last").collect())
     missing = preparation.pool.select("run_id").join(cached, on="run_id", how="anti")
     if missing.height:
         texts = run_texts(preparation.root, missing["run_id"].to_list())
-        scores, tokens = score_plans(model, settings, texts["question"].to_list(), texts["plan"].to_list())
+        scores, tokens = score_plans(model, preparation.settings.offshelf_rm, texts["question"].to_list(),
+                                     texts["plan"].to_list())
         fresh = pl.DataFrame({"run_id": texts["run_id"], "score": scores, "tokens": tokens},
                              schema={"run_id": pl.String, "score": pl.Float64, "tokens": pl.Int64})
         cached = pl.concat([cached, fresh])
@@ -77,11 +77,12 @@ def prepare(preparation: Preparation) -> None:
                                  "newly_scored": missing.height}
 
 
-def offshelf_model(root, settings: OffShelfRMSettings, champions) -> OffShelfModel:
+def offshelf_model(root, evaluation: EvaluationSettings, champions) -> OffShelfModel:
     """The model the settings name, checked, with the input spec it reads by."""
-    if not settings.model:
-        raise ValueError(f"{SETTING} is not set: the off-the-shelf baseline needs a model")
-    _, champion_spec = champion_setup(root, champions)
+    if unset := left_out(evaluation):
+        raise ValueError(unset)
+    settings = evaluation.offshelf_rm
+    champion_spec = champion_input_spec(root, champions)
     path = model_folder(settings.model)
     check_sequence_classifier(path)
     spec = dataclasses.replace(champion_spec, input_format=settings.input_format or champion_spec.input_format,
@@ -89,18 +90,16 @@ def offshelf_model(root, settings: OffShelfRMSettings, champions) -> OffShelfMod
     return OffShelfModel(path, spec, settings.seed, scorer_id(path, spec, settings.seed))
 
 
-def champion_setup(root, champions) -> tuple[str | None, InputSpec]:
-    """The backbone the newest champion was initialised from (None: the packaged one) and the input spec it was
-    trained with; the training defaults when there is no champion or it left no manifest."""
+def champion_input_spec(root, champions) -> InputSpec:
+    """The input spec the newest champion was trained with; the training default when there is no champion or it
+    left no manifest."""
     from orchrm_dagster.rm import RMTrainConfig, list_versions, newest_champion, synced_checkpoints_dir
 
     version = newest_champion(champions)
     manifests = list_versions(str(synced_checkpoints_dir(root))) if version is not None else []
     config = next((m.get("config", {}) for m in manifests if m["version"] == version), {})
-    known = {name: config[name] for name in ("backbone", "input_format", "max_length", "thinking_tokens")
-             if name in config}
-    trained = RMTrainConfig(**known)
-    return trained.backbone, trained.input_spec()
+    known = {name: config[name] for name in ("input_format", "max_length", "thinking_tokens") if name in config}
+    return RMTrainConfig(**known).input_spec()
 
 
 def model_folder(name: str) -> str:
