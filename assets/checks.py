@@ -3,9 +3,9 @@ import warnings
 import dagster as dg
 
 import sql
-from orchrm_dagster.glue.run_configs import PairChecksConfig, QuarantineCheckConfig
-from orchrm_dagster.glue.partitions import run_batches
-from orchrm_dagster.glue.resources import StorageResource
+from assets.partitions import run_batches
+from assets.resources import StorageResource
+from assets.run_configs import PairChecksConfig, QuarantineCheckConfig
 from orchrm_dagster.pairs import load_rules, mix_within_tolerance
 from orchrm_dagster.reporting import markdown_table
 
@@ -33,14 +33,22 @@ def every_referenced_run_labeled(context: dg.AssetCheckExecutionContext, storage
     return dg.AssetCheckResult(passed=unlabeled == 0, metadata={"unlabeled_runs": unlabeled})
 
 
+def batch_check_metadata(state) -> dict:
+    """The `batch_ingested` check's metadata for a batch (a loop.BatchState): its file(s), its state, and the cause
+    of a failure, with each file its ingest could not read."""
+    metadata = {"file": state.name, "state": state.state, "cause": state.cause}
+    if state.failed_files:
+        metadata["failed_files"] = dg.MetadataValue.md(markdown_table(["file", "cause"], list(state.failed_files)))
+    return metadata
+
+
 @dg.asset_check(asset="runs", name="batch_ingested", partitions_def=run_batches,
                 description="The landed files of this batch are ingested and labeled as they are now. The loop's "
                             "sensor reports it failed, with the cause, when the batch's ingest failed or one of its "
                             "files could not be read (each such file named, with why), and passed once it is "
                             "re-ingested; a failed batch or file holds nothing else.")
 def batch_ingested(context: dg.AssetCheckExecutionContext, storage: StorageResource):
-    from orchrm_dagster.glue.commands import batch_check_metadata
-    from orchrm_dagster.glue.loop import loop_state
+    from assets.loop import loop_state
     from orchrm_dagster.loop import batch_states
 
     states = [s for s in batch_states(loop_state(context.instance, storage.storage_root()))

@@ -1,16 +1,16 @@
 import dagster as dg
 
-from orchrm_dagster.glue.run_configs import EvaluationConfig, ScoringConfig
-from orchrm_dagster.glue.partitions import GPU_POOL, WAREHOUSE_POOL, orchestration_partitions
-from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
+from assets.deployment import MODEL_STEP
+from assets.partitions import orchestration_partitions
+from assets.resources import LLMBackendResource, StorageResource
+from assets.run_configs import EvaluationConfig, ScoringConfig
 from orchrm_dagster.evaluation import AT_N_HEADERS, RATIO_HEADERS, at_largest_n, evaluate, ratio_table_rows
-from orchrm_dagster.glue.resources import LLMBackendResource, StorageResource
 from orchrm_dagster.orchestration import Cell, read_samples, score_samples
 from orchrm_dagster.reporting import markdown_image, markdown_table
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples", "reward_model"],
-          group_name="evaluation", kinds={"pytorch", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
+          group_name="evaluation", kinds={"pytorch", "parquet"}, **MODEL_STEP)
 def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
     """The champion's score of every sampled plan, before any sub-agent runs (what Best-of-N chooses by)."""
     root = storage.storage_root()
@@ -29,7 +29,7 @@ def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storag
 
 
 @dg.asset(deps=["runs", "labels", "reward_model", "rm_scores"], group_name="evaluation",
-          kinds={"polars", "parquet", "duckdb"}, pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
+          kinds={"polars", "parquet", "duckdb"}, **MODEL_STEP)  # judges and off-the-shelf models load here
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: StorageResource,
                llm: LLMBackendResource):
     """Best-of-N on held-out problems: the accuracy of each way of choosing among N logged runs (the registered

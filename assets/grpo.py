@@ -1,17 +1,17 @@
 import dagster as dg
 
+from assets.deployment import MODEL_STEP
+from assets.partitions import grpo_rounds
+from assets.resources import LLMBackendResource, PolicyRegistry, StorageResource
+from assets.run_configs import GRPORoundConfig
+from assets.training_logs import training_logs_metadata
 from orchrm_dagster.environments import environment_label
-from orchrm_dagster.glue.run_configs import GRPORoundConfig
-from orchrm_dagster.glue.partitions import GPU_POOL, grpo_rounds
-from orchrm_dagster.glue.deployment import GPU_STEP
-from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
-from orchrm_dagster.glue.training_logs import training_logs_metadata
-from orchrm_dagster.grpo import TOKEN_COLUMNS, read_table, rounds_png, rounds_table, run_round
+from orchrm_dagster.grpo import TOKEN_COLUMNS, read_table, round_tokens, rounds_png, rounds_table, run_round
 from orchrm_dagster.reporting import markdown_image, markdown_table
 
 
 @dg.asset(partitions_def=grpo_rounds, deps=["reward_model", "problems"], group_name="grpo",
-          kinds={"pytorch", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
+          kinds={"pytorch", "parquet"}, **MODEL_STEP)
 def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, storage: StorageResource,
                llm: LLMBackendResource, policy_registry: PolicyRegistry):
     """One round of training the orchestrator policy with the config's `method`: GRPO (TRL's GRPOTrainer) rewarded
@@ -33,6 +33,7 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
         "checkpoint": outcome.path,
         **training_logs_metadata([settings.training_logs(outcome.path)] if outcome.path else []),
         **{key: row[key] for key in ("method", "rm_version", "steps", *TOKEN_COLUMNS)},
+        "total_tokens": round_tokens(row),
         **{key: round(row[key], 4) if row[key] is not None else None
            for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy_before",
                        "heldout_accuracy")},

@@ -1,9 +1,9 @@
 import dagster as dg
 
-from orchrm_dagster.glue.run_configs import IngestConfig
-from orchrm_dagster.glue.partitions import WAREHOUSE_POOL, run_batches
-from orchrm_dagster.glue.deployment import CPU_STEP
-from orchrm_dagster.glue.resources import StorageResource
+from assets.deployment import WAREHOUSE_STEP
+from assets.partitions import run_batches
+from assets.resources import StorageResource
+from assets.run_configs import IngestConfig
 from orchrm_dagster.ingest import ingest_files
 from orchrm_dagster.reporting import markdown_table
 from orchrm_dagster.storage import batch_members
@@ -23,7 +23,7 @@ _SPECS = [
 _SHOWN_FILES = 50  # files listed in a run's metadata (a batch may hold a thousand)
 
 
-@dg.multi_asset(specs=_SPECS, partitions_def=run_batches, pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
+@dg.multi_asset(specs=_SPECS, partitions_def=run_batches, **WAREHOUSE_STEP)
 def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig, storage: StorageResource):
     """Validate a batch's landed files line by line: good records land in `runs`, bad ones in `quarantine`; a file
     that cannot be read fails alone."""

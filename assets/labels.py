@@ -1,16 +1,16 @@
 import dagster as dg
 
-from orchrm_dagster.glue.run_configs import LabelConfig
-from orchrm_dagster.glue.partitions import WAREHOUSE_POOL, run_batches
-from orchrm_dagster.glue.deployment import CPU_STEP
-from orchrm_dagster.glue.resources import StorageResource
+from assets.deployment import WAREHOUSE_STEP
+from assets.partitions import run_batches
+from assets.resources import StorageResource
+from assets.run_configs import LabelConfig
 from orchrm_dagster.labels import label_batch
 from orchrm_dagster.problems import problem_table, reference_answers
 from orchrm_dagster.reporting import markdown_table
 
 
 @dg.asset(partitions_def=run_batches, deps=["runs", "problems"], group_name="labels", kinds={"parquet", "duckdb"},
-          pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
+          **WAREHOUSE_STEP)
 def labels(context: dg.AssetExecutionContext, config: LabelConfig, storage: StorageResource):
     """Correctness of each run's final answer: math-verify, QA exact match / F1, or option letter."""
     root = storage.storage_root()

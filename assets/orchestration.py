@@ -1,10 +1,10 @@
 import dagster as dg
 
+from assets.deployment import MODEL_STEP
+from assets.partitions import orchestration_partitions
+from assets.resources import LLMBackendResource, PolicyRegistry, StorageResource
+from assets.run_configs import ExecutionConfig, SamplingConfig
 from orchrm_dagster.environments import environment_label
-from orchrm_dagster.glue.run_configs import ExecutionConfig, SamplingConfig
-from orchrm_dagster.glue.partitions import GPU_POOL, orchestration_partitions
-from orchrm_dagster.glue.deployment import GPU_STEP
-from orchrm_dagster.glue.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from orchrm_dagster.llm import build_backend
 from orchrm_dagster.orchestration import Cell, execute_and_land, sample_partition
 from orchrm_dagster.reporting import markdown_table
@@ -17,7 +17,7 @@ def _cell(context) -> Cell:
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["problems"], group_name="orchestration",
-          kinds={"python", "parquet"}, pool=GPU_POOL, op_tags=GPU_STEP)
+          kinds={"python", "parquet"}, **MODEL_STEP)
 def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingConfig, storage: StorageResource,
                           llm: LLMBackendResource, policy_registry: PolicyRegistry):
     """N orchestration plans per problem from one policy, with each plan's mean token log-probability."""
@@ -38,7 +38,7 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples"], group_name="orchestration",
-          kinds={"python"}, pool=GPU_POOL, op_tags=GPU_STEP)
+          kinds={"python"}, **MODEL_STEP)
 def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConfig, storage: StorageResource,
                         llm: LLMBackendResource):
     """Executes each sampled plan in the configured environment (sub-agents by default, or a simulated truth) and

@@ -1,14 +1,13 @@
 import dagster as dg
 
-from orchrm_dagster.glue.run_configs import ProblemsConfig
-from orchrm_dagster.glue.partitions import WAREHOUSE_POOL
-from orchrm_dagster.glue.deployment import CPU_STEP
-from orchrm_dagster.glue.resources import StorageResource
+from assets.deployment import WAREHOUSE_STEP
+from assets.resources import StorageResource
+from assets.run_configs import ProblemsConfig
 from orchrm_dagster.problems import load_problems, problem_sources
 from orchrm_dagster.reporting import markdown_table
 
 
-@dg.asset(group_name="ingestion", kinds={"parquet", "duckdb"}, pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
+@dg.asset(group_name="ingestion", kinds={"parquet", "duckdb"}, **WAREHOUSE_STEP)
 def problems(context: dg.AssetExecutionContext, config: ProblemsConfig, storage: StorageResource):
     """Benchmark problems with reference answers: the shipped benchmarks plus `extra_files`."""
     loaded = load_problems(problem_sources(list(config.extra_files)))

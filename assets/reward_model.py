@@ -1,17 +1,16 @@
 import dagster as dg
 
-from orchrm_dagster.glue.run_configs import PairsConfig, RewardModelConfig, ScoringConfig
-from orchrm_dagster.glue.partitions import GPU_POOL, WAREHOUSE_POOL
-from orchrm_dagster.glue.deployment import CPU_STEP, GPU_STEP
-from orchrm_dagster.glue.resources import StorageResource
-from orchrm_dagster.glue.training_logs import training_logs_metadata
+from assets.deployment import MODEL_STEP, WAREHOUSE_STEP
+from assets.resources import StorageResource
+from assets.run_configs import PairsConfig, RewardModelConfig, ScoringConfig
+from assets.training_logs import training_logs_metadata
 from orchrm_dagster.pairs import PairContext, PairRules, build_pairs_table
 from orchrm_dagster.reporting import markdown_table
 from orchrm_dagster.storage import StorageRoot
 
 
 @dg.asset(deps=["runs", "labels"], group_name="reward_model", kinds={"duckdb", "parquet", "polars"},
-          pool=WAREHOUSE_POOL, op_tags=CPU_STEP)
+          **WAREHOUSE_STEP)
 def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: StorageResource):
     """Deduplicated win-lose plan pairs (specialized-over-base, correct-over-incorrect), split by problem, each
     pair's two runs from one environment. Only `specialized` policies and checkpoints this root promoted on measured
@@ -56,7 +55,7 @@ def pair_context(root: StorageRoot, rules: PairRules) -> PairContext:
     return PairContext(verified, shipped, held_out_problems(root))
 
 
-@dg.asset(deps=["pairs"], group_name="reward_model", kinds={"pytorch", "python"}, pool=GPU_POOL, op_tags=GPU_STEP)
+@dg.asset(deps=["pairs"], group_name="reward_model", kinds={"pytorch", "python"}, **MODEL_STEP)
 def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, storage: StorageResource):
     """Bradley-Terry reward models trained on the pairs: new checkpoint versions (one shared model, or one per
     domain), each champion of the domains (math, qa, choice) where its validation accuracy beats chance (at least
@@ -100,7 +99,7 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
 
 
 @dg.asset(deps=["reward_model", "runs"], group_name="reward_model", kinds={"pytorch", "parquet"},
-          pool=WAREHOUSE_POOL, op_tags=GPU_STEP)
+          **MODEL_STEP)
 def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
     """Every ingested run's score by the champion of its domain (run batches already scored so are kept)."""
     from orchrm_dagster.rm import score_runs

@@ -1,15 +1,16 @@
-"""The loop's sensors. Neither restates a rule: both ask the engine's `decide` (through glue.loop) what happens next
-and request the steps of their part, as run requests built from the generated config classes."""
+"""The loop's sensors. Neither restates a rule: both ask the engine's `decide` (with the state assets/loop.py reads)
+what happens next and request the steps of their part, as run requests built from the generated config classes."""
 
 import json
 
 import dagster as dg
 
+from assets.checks import batch_check_metadata
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
-from orchrm_dagster.glue.commands import batch_check_metadata, orchestration_partition_requests
-from orchrm_dagster.glue.instance import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
-from orchrm_dagster.glue.loop import describe, loop_state, partition_requests, prepare_steps, step_run
-from orchrm_dagster.glue.resources import LoopResource, PolicyRegistry, StorageResource
+from assets.loop import describe, loop_state, partition_requests, prepare_steps, step_run
+from assets.partitions import orchestration_partition_requests
+from assets.resources import LoopResource, PolicyRegistry, StorageResource
+from assets.runs import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
 from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, decide, unclean_batch_states
 
 BATCH_INGESTED_CHECK = "batch_ingested"

@@ -41,13 +41,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="orchrm-concurrency-") as tmp:
             env = {**os.environ, "ORCHRM_STORAGE": f"{tmp}/storage", "DAGSTER_HOME": f"{tmp}/dagster_home"}
             started = time.perf_counter()
-            processes = [subprocess.Popen([sys.executable, "-m", "orchrm_dagster.glue.cli", "ingest", str(path)],
+            processes = [subprocess.Popen([sys.executable, "-m", "orchrm_dagster.app.cli", "ingest", str(path)],
                                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                          for path in files[:n]]
             outputs = [p.communicate()[0] for p in processes]
             seconds = time.perf_counter() - started
             errors = [o.strip().splitlines()[-1] for p, o in zip(processes, outputs) if p.returncode]
-            count = subprocess.run([sys.executable, "-m", "orchrm_dagster.glue.cli", "query", "--format", "csv",
+            count = subprocess.run([sys.executable, "-m", "orchrm_dagster.app.cli", "query", "--format", "csv",
                                     "select count(*) from runs"], env=env, capture_output=True, text=True)
             runs = int(count.stdout.splitlines()[-1]) if count.returncode == 0 else -1
             print(f"{n:>3} {seconds:8.1f} {runs / seconds:13,.0f} {len(errors):>7}   runs landed {runs:,} of "

@@ -137,8 +137,8 @@ def real_runs_tokens(problems: int = 8) -> dict:
     """`problems` GSM8K problems x 8 plans from the embedded SmolLM2, executed; a reward model trained on a generated
     history; verification tokens at N=8 of orchrm_bon, the trajectory judge and the collaborative verifier."""
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.glue.commands import ingest_files, ingest_landed, orchestrate
-    from orchrm_dagster.glue.main_job import materialize_or_fail
+    from orchrm_dagster.app.commands import ingest_files, ingest_landed, orchestrate
+    from orchrm_dagster.app.main_job import materialize_or_fail
     from orchrm_dagster.grpo import small_execution
     from orchrm_dagster.synthetic import generate_runs, write_jsonl
 

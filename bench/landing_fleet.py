@@ -81,7 +81,7 @@ def measure(work: Path, tree: Path, tiny, drop: list[Path], expected: int, timeo
            "ORCHRM_TEST_TINY_POLICY": tiny[0], "ORCHRM_TEST_TINY_BACKBONE": tiny[1], "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1"}
     os.environ["ORCHRM_STORAGE"], os.environ["DAGSTER_HOME"] = str(storage), str(home)
-    from orchrm_dagster.glue.instance import cli_instance
+    from orchrm_dagster.app.instance import cli_instance
 
     instance = cli_instance()  # as any orchrm command creates it, before the daemon races on a bare home
     with open(work / "daemon.log", "w") as log:

@@ -26,7 +26,7 @@ from orchrm_dagster.llm.transformers_backend import TransformersBackend  # noqa:
 from orchrm_dagster.problems import load_shipped  # noqa: E402
 from orchrm_dagster.orchestration import Problem, sample_plans  # noqa: E402
 from orchrm_dagster.plans import Plan, parse_plan, plan_grammar_ebnf  # noqa: E402
-from orchrm_dagster.glue.resources import LLMBackendResource, embedded_policies  # noqa: E402
+from assets.resources import LLMBackendResource, embedded_policies  # noqa: E402
 
 ORCHESTRATOR_PROMPT = """You are an orchestrator. Read the question and write a plan: first \
 <thinking>one or two lines</thinking>, then either <answer>the answer</answer> when it is trivial, or \

@@ -58,8 +58,8 @@ def trained_champion(tmp: str) -> tuple:
     """The generated history ingested, its pairs built and the champion trained (bench/grpo.py starts the same way):
     the storage root and the policy registry."""
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.glue.commands import ingest_files
-    from orchrm_dagster.glue.main_job import materialize_or_fail
+    from orchrm_dagster.app.commands import ingest_files
+    from orchrm_dagster.app.main_job import materialize_or_fail
     from orchrm_dagster.grpo import base_model_dir
     from orchrm_dagster.synthetic import generate_runs, write_jsonl
 

@@ -38,8 +38,8 @@ import httpx  # noqa: E402
 import polars as pl  # noqa: E402
 
 from orchrm_dagster.definitions import build_definitions  # noqa: E402
-from orchrm_dagster.glue.commands import (failure_messages, ingest_files, materialization_metadata,  # noqa: E402
-                                          materialize_selection)
+from assets.runs import failure_cause  # noqa: E402
+from orchrm_dagster.app.commands import ingest_files, materialization_metadata, materialize_selection  # noqa: E402
 from orchrm_dagster.loop import decide, read_state  # noqa: E402
 from orchrm_dagster.pairs import PairRules, build_pairs  # noqa: E402
 from orchrm_dagster.rm import (NoChampion, ScoringSettings, champion_scorer, list_versions,  # noqa: E402
@@ -81,8 +81,8 @@ def noise(defs, runs: int, train_pairs: int) -> None:
     config = {"ops": {"reward_model": {"config": {"max_train_pairs": train_pairs}}}}
     result = materialize_selection(defs, 'key:"reward_model" or key:"rm_scores"', None, config)
     print(f"reward_model + rm_scores in one run: success={result.success} ({time.perf_counter() - started:.0f} s)")
-    for line in failure_messages(result):
-        print(f"  failed: {line}")
+    if not result.success:
+        print(f"  failed: {failure_cause(result.all_events)}")
     checks = [e.asset_check_evaluation_data for e in result.all_events
               if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     for check in checks:

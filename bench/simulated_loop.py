@@ -84,8 +84,8 @@ def prepared_root(folder: Path, args) -> Path:
     """A generated history (simulated: the plan_success_rate truth decides correctness), its pairs, a champion reward
     model and its scores of every run, the base model de-quantized once."""
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.glue.commands import ingest_files
-    from orchrm_dagster.glue.main_job import materialize_or_fail
+    from orchrm_dagster.app.commands import ingest_files
+    from orchrm_dagster.app.main_job import materialize_or_fail
     from orchrm_dagster.grpo import base_model_dir
     from orchrm_dagster.rm import current_champions
     from orchrm_dagster.synthetic import generate_runs, write_jsonl
@@ -139,10 +139,10 @@ def round_settings(args, reward: str):
 
 def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_success_rate") -> list[dict]:
     """`args.rounds` rounds of the loop in a copy of the prepared root, as `orchrm loop` runs them."""
+    from assets.config_bridge import from_engine
+    from assets.resources import LoopResource
+    from orchrm_dagster.app.loop import drive
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.glue.config_bridge import from_engine
-    from orchrm_dagster.glue.loop import drive
-    from orchrm_dagster.glue.resources import LoopResource
     from orchrm_dagster.grpo import read_table
     from orchrm_dagster.loop import LoopSettings
 
@@ -183,8 +183,8 @@ def fooled(prepared: Path, tmp: Path, args) -> None:
 
 def best_of_n(root_folder: Path, args) -> None:
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.glue.commands import ingest_landed
-    from orchrm_dagster.glue.main_job import materialize_or_fail, orchestrate_policies
+    from orchrm_dagster.app.commands import ingest_landed
+    from orchrm_dagster.app.main_job import materialize_or_fail, orchestrate_policies
     from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings, select_problems
 
     use_root(root_folder)

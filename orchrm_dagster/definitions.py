@@ -1,4 +1,4 @@
-"""The code location: only assembles what assets/ and the glue define."""
+"""The code location: only assembles what assets/ (the whole Dagster layer) defines."""
 
 import dagster as dg
 
@@ -13,6 +13,7 @@ from assets.checks import (
     quarantine_rate,
     run_ids_unique,
 )
+from assets.deployment import executor
 from assets.evaluation import evaluation, plan_scores
 from assets.ingestion import run_batch_ingestion
 from assets.grpo import grpo_round, no_reward_hacking
@@ -21,9 +22,7 @@ from assets.labels import labels
 from assets.orchestration import execution_artifacts, orchestration_samples
 from assets.problems import problems
 from assets.reward_model import pairs, reward_model, rm_scores
-from assets.sensors import LOOP_SENSOR_INTERVAL_S, loop_sensors, nightly_evaluation, orchestration_partitions_sensor
-from orchrm_dagster.glue.deployment import executor
-from orchrm_dagster.glue.resources import (
+from assets.resources import (
     LLMBackendResource,
     LoopResource,
     PolicyRegistry,
@@ -31,6 +30,7 @@ from orchrm_dagster.glue.resources import (
     default_storage_resource,
     embedded_policies,
 )
+from assets.sensors import LOOP_SENSOR_INTERVAL_S, loop_sensors, nightly_evaluation, orchestration_partitions_sensor
 
 
 def build_definitions(storage: StorageResource | None = None, llm: LLMBackendResource | None = None,

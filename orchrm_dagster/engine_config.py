@@ -1,7 +1,7 @@
 """One config per engine unit: a frozen pydantic dataclass, defined next to the code it configures.
 
 Every field carries its default and a description (`Field(default=..., description=...)`). The Dagster layer does
-not restate them: `orchrm_dagster.glue.config_bridge` generates each launchpad `Config` / `ConfigurableResource`
+not restate them: `assets/config_bridge.py` generates each launchpad `Config` / `ConfigurableResource`
 from the engine class, so a field is written once. Instances are immutable and hashable (tuples, not lists),
 validated on construction (a wrong type or an unknown field raises), and positional construction, `replace` and
 `asdict` work as with any dataclass.

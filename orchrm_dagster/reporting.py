@@ -148,6 +148,7 @@ def step_progress(console, total: int | None = None) -> Iterator[StepProgress]:
             reason = message or str(err) or type(err).__name__
             if not isinstance(err, SystemExit) or err.code:
                 progress.fail(reason)
+                err.reported = True  # the CLI does not print it again (orchrm_dagster.app.cli)
             if clicks and not isinstance(err, click.UsageError):  # reported above: click would print it again
                 raise SystemExit(err.exit_code) from err
             raise  # a usage error keeps click's usage line

@@ -4,14 +4,14 @@
 import dataclasses
 import os
 
+from assets.config_bridge import from_engine
+from assets.resources import LLMBackendResource, LoopResource, PolicyConfig, PolicyRegistry
 from orchrm_dagster.definitions import build_definitions
-from orchrm_dagster.glue.resources import LLMBackendResource, LoopResource, PolicyConfig, PolicyRegistry
 from orchrm_dagster.grpo import GRPOSettings
 from orchrm_dagster.llm import TransformersSpec
 from orchrm_dagster.loop import LoopSettings
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import RMTrainConfig, ScoringSettings
-from orchrm_dagster.glue.config_bridge import from_engine
 
 POLICY, BACKBONE = os.environ["ORCHRM_TEST_TINY_POLICY"], os.environ["ORCHRM_TEST_TINY_BACKBONE"]
 

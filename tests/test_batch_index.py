@@ -11,7 +11,7 @@ import pytest
 from orchrm_dagster.loop import read_state
 from orchrm_dagster.storage import (NewBatch, StorageRoot, land, landing_view, publish_batch, read_index, record_ingest,
                                     register_batches)
-from orchrm_dagster.storage import batches as batch_index
+from orchrm_dagster.storage import batch_index
 from orchrm_dagster.storage import root as storage_root_module
 from tests.conftest import drop
 

@@ -5,7 +5,7 @@ import re
 import dagster as dg
 from click.testing import CliRunner
 
-from orchrm_dagster.glue.cli import main
+from orchrm_dagster.app.cli import main
 from orchrm_dagster.synthetic import EXAMPLE_BATCH
 
 
@@ -58,7 +58,7 @@ def test_materialize_by_key_and_csv_query(isolated_env):
 
 
 def test_model_load_bars_and_reports_are_silent_unless_verbose(isolated_env, monkeypatch):
-    from orchrm_dagster.glue.cli import QUIET_MODEL_LOADS
+    from orchrm_dagster.app.cli import QUIET_MODEL_LOADS
 
     for name in QUIET_MODEL_LOADS:
         monkeypatch.delenv(name, raising=False)
@@ -126,7 +126,7 @@ def test_evaluate_help_lists_every_registered_method_with_its_description():
 def test_evaluate_refuses_an_unknown_method_with_a_usage_error():
     result = invoke("evaluate", "--methods", "single,best_guess")
     assert result.exit_code == 2
-    assert "unknown method 'best_guess'" in result.output and "orchrm_bon" in result.output
+    assert "unknown evaluation method 'best_guess'" in result.output and "orchrm_bon" in result.output
 
 
 def test_the_main_job_refuses_an_unknown_policy_before_any_work(isolated_env):

@@ -18,7 +18,7 @@ import pytest
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
 pytestmark = pytest.mark.slow
-ORCHRM = [sys.executable, "-m", "orchrm_dagster.glue.cli"]
+ORCHRM = [sys.executable, "-m", "orchrm_dagster.app.cli"]
 
 
 def cli(*args, timeout=600, check=True) -> subprocess.CompletedProcess:

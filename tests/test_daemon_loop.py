@@ -40,7 +40,7 @@ class Daemon:
                     "ORCHRM_TEST_ATTEMPTS": str(attempts), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                     "PYTHONPATH": str(REPO)}
         os.environ["ORCHRM_STORAGE"], os.environ["DAGSTER_HOME"] = str(self.storage), str(self.home)
-        from orchrm_dagster.glue.instance import cli_instance
+        from orchrm_dagster.app.instance import cli_instance
 
         # the instance as any orchrm command creates it (its config, then its storages under a lock): the daemon and
         # its code server, started on a bare DAGSTER_HOME, would race to create the SQLite schemas
@@ -255,7 +255,7 @@ def _kill_ingest_worker(source_file: str) -> str:
     runs; returns the run's id."""
     import dagster as dg
 
-    from orchrm_dagster.glue.instance import _worker_pid
+    from assets.runs import _worker_pid
 
     deadline = time.monotonic() + TIMEOUT_S
     with dg.DagsterInstance.get() as instance:
@@ -304,7 +304,7 @@ def test_a_daemon_killed_mid_round_with_its_workers_goes_on_after_a_restart(tmp_
             daemon.wait("round 2 after the restart", lambda: value(daemon.query(
                 "select count(*) n from grpo_rounds")) == 2 and _round_succeeded(instance, "round:2"), timings, started)
             assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
-            from orchrm_dagster.glue.loop import run_failure_cause
+            from assets.loop import run_failure_cause
 
             assert "is gone" in run_failure_cause(instance, killed.run_id)
             rounds = instance.get_runs(dg.RunsFilter(job_name="grpo_round_job"))

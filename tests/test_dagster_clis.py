@@ -9,8 +9,8 @@ from pathlib import Path
 import dagster as dg
 from dotenv import dotenv_values
 
-from orchrm_dagster.glue import instance
-from orchrm_dagster.glue.instance import cli_instance, write_dotenv
+from orchrm_dagster.app import instance
+from orchrm_dagster.app.instance import cli_instance, write_dotenv
 
 
 def test_the_dotenv_line_names_the_home_and_defers_to_an_exported_one(tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ def test_storage_root_follows_the_environment(tmp_path, monkeypatch):
 
 
 def test_the_llm_resource_takes_one_backend_by_kind():
-    from orchrm_dagster.glue.resources import LLMBackendResource
+    from assets.resources import LLMBackendResource
     from orchrm_dagster.llm import TransformersSpec, build_backend
     from orchrm_dagster.llm.openai_backend import OpenAISpec
 
@@ -50,7 +50,7 @@ def test_the_llm_resource_takes_one_backend_by_kind():
 
 
 def test_run_config_picks_the_backend_as_the_launchpad_shows_it():
-    from orchrm_dagster.glue.resources import LLMBackendResource
+    from assets.resources import LLMBackendResource
     from orchrm_dagster.llm.vllm_backend import VLLMSpec
 
     seen = []

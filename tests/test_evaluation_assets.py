@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from orchrm_dagster.definitions import build_definitions
-from orchrm_dagster.glue.cli import main
-from orchrm_dagster.glue.commands import ingest_files, materialize_selection, orchestrate
+from orchrm_dagster.app.cli import main
+from orchrm_dagster.app.commands import ingest_files, materialize_selection, orchestrate
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # a loaded CI machine needs more than 600 s

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from orchrm_dagster.definitions import build_definitions
-from orchrm_dagster.glue.cli import main
-from orchrm_dagster.glue.commands import ingest_files
+from orchrm_dagster.app.cli import main
+from orchrm_dagster.app.commands import ingest_files
 from orchrm_dagster.storage import StorageRoot, Warehouse, land
 from orchrm_dagster.synthetic import generate_runs
 
@@ -44,7 +44,8 @@ def count(statement: str) -> int:
 def test_a_killed_runs_pool_slot_is_given_back(isolated_env):
     import dagster as dg
 
-    from orchrm_dagster.glue.instance import HOST_TAG, PID_TAG, cli_instance, free_slots_of_dead_runs, process_tags
+    from assets.runs import HOST_TAG, PID_TAG, free_slots_of_dead_runs, process_tags
+    from orchrm_dagster.app.instance import cli_instance
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -69,7 +70,8 @@ def test_a_killed_runs_pool_slot_is_given_back(isolated_env):
 def test_a_live_runs_slot_is_kept(isolated_env):
     import dagster as dg
 
-    from orchrm_dagster.glue.instance import cli_instance, free_slots_of_dead_runs, process_tags
+    from assets.runs import free_slots_of_dead_runs, process_tags
+    from orchrm_dagster.app.instance import cli_instance
 
     instance = cli_instance()
     instance.event_log_storage.set_concurrency_slots("warehouse", 1)
@@ -79,7 +81,7 @@ def test_a_live_runs_slot_is_kept(isolated_env):
 
 
 def test_every_pool_has_its_limit_row_before_a_run_claims_a_slot(isolated_env):
-    from orchrm_dagster.glue.instance import cli_instance
+    from orchrm_dagster.app.instance import cli_instance
 
     limits = {p.name: (p.limit, p.from_default) for p in cli_instance().event_log_storage.get_pool_limits()}
     assert limits == {"warehouse": (1, True), "gpu": (1, True)}
@@ -89,7 +91,8 @@ def test_a_pool_row_created_by_another_process_meanwhile_is_not_an_error(isolate
     import dagster as dg
     import sqlalchemy.exc
 
-    from orchrm_dagster.glue.instance import ensure_dagster_home, ensure_pool_limits
+    from assets.runs import ensure_pool_limits
+    from orchrm_dagster.app.instance import ensure_dagster_home
 
     ensure_dagster_home()
     instance = dg.DagsterInstance.get()
@@ -110,7 +113,7 @@ def test_a_pool_row_created_by_another_process_meanwhile_is_not_an_error(isolate
 
 def test_commands_started_together_on_a_fresh_instance_all_get_it(tmp_path):
     env = {**os.environ, "ORCHRM_STORAGE": str(tmp_path / "storage"), "DAGSTER_HOME": str(tmp_path / "dagster_home")}
-    code = "from orchrm_dagster.glue.instance import cli_instance; print(len(cli_instance().get_runs()))"
+    code = "from orchrm_dagster.app.instance import cli_instance; print(len(cli_instance().get_runs()))"
     processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outputs = [p.communicate(timeout=300) for p in processes]

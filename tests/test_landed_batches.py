@@ -7,10 +7,10 @@ import os
 import dagster as dg
 from click.testing import CliRunner
 
+from assets.resources import StorageResource
 from assets.sensors import loop_sensor
-from orchrm_dagster.glue.cli import main
-from orchrm_dagster.glue.instance import cli_instance
-from orchrm_dagster.glue.resources import StorageResource
+from orchrm_dagster.app.cli import main
+from orchrm_dagster.app.instance import cli_instance
 from orchrm_dagster.storage import StorageRoot
 from tests.conftest import drop, write_lines
 from tests.test_sensor import SETTLED

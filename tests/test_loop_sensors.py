@@ -9,10 +9,11 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from assets import loop as dagster_loop
+from assets.resources import LoopResource, StorageResource
 from assets.sensors import grpo_loop_sensor, loop_sensor
+from orchrm_dagster.app import loop as app_loop
 from orchrm_dagster.contract import GRPO_ROUNDS
-from orchrm_dagster.glue import loop as glue_loop
-from orchrm_dagster.glue.resources import LoopResource, StorageResource
 from orchrm_dagster.loop import Batch, LoopState, Round
 
 ROLLING_OUT = LoopState(ingested_batches=1, inputs="i", pairs_inputs="i", pairs=100, new_pairs=0, champion=1,
@@ -45,16 +46,16 @@ def command_requests(defs, settings, monkeypatch) -> list[tuple]:
     asked = []
 
     def record(defs_, instance, step):
-        asked.append(_request(glue_loop.step_run(step).run_request(step.run_key)))
+        asked.append(_request(dagster_loop.step_run(step).run_request(step.run_key)))
         return dataclasses.make_dataclass("Result", [("success", bool)])(True)
 
     def stop_after_the_first_steps(decision):
         if asked:
             raise _FirstDecisionDone
 
-    monkeypatch.setattr(glue_loop, "execute_step", record)
+    monkeypatch.setattr(app_loop, "execute_step", record)
     with pytest.raises(_FirstDecisionDone):
-        glue_loop.drive(defs, settings, on_decision=stop_after_the_first_steps)
+        app_loop.drive(defs, settings, on_decision=stop_after_the_first_steps)
     return asked
 
 
@@ -63,7 +64,7 @@ def command_requests(defs, settings, monkeypatch) -> list[tuple]:
 def test_the_sensors_and_the_loop_command_make_the_same_requests_from_the_same_state(tmp_path, monkeypatch, state):
     from orchrm_dagster.definitions import build_definitions
 
-    monkeypatch.setattr(glue_loop, "read_state", lambda root, runs: dataclasses.replace(state, runs=runs))
+    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(state, runs=runs))
     resources = {"storage": storage(tmp_path), "loop": LoopResource(rounds=3)}
     by_sensors = sensor_requests(loop_sensor, resources) + sensor_requests(grpo_loop_sensor, resources)
     defs = build_definitions(storage=resources["storage"], loop=resources["loop"])
@@ -97,7 +98,7 @@ def test_the_grpo_sensor_says_why_the_loop_stopped(tmp_path):
 
 
 def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
-    from orchrm_dagster.glue import cli
+    from orchrm_dagster.app.cli.common import print_grpo_rounds
 
     resource = storage(tmp_path)
     monkeypatch.setenv("ORCHRM_STORAGE", resource.root)
@@ -108,14 +109,14 @@ def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
              "promoted": r == 1, "reason": "gate"} for r in (1, 2)]
     root.write_table(pa.Table.from_pylist(rows, schema=GRPO_ROUNDS), root.table_file("grpo_rounds"))
     resource.warehouse().refresh_views()
-    cli._print_grpo_rounds()
+    print_grpo_rounds()
     printed = capsys.readouterr().out
     assert "verdict" in printed and "held-out reward after" in printed and printed.count("orchrm") >= 2
     assert "promoted" in printed and "rejected" in printed  # rows from before the verdict column: read from promoted
 
 
 def test_a_rollout_of_two_policies_asks_for_each_new_partition_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(glue_loop, "read_state", lambda root, runs: dataclasses.replace(ROLLING_OUT, runs=runs))
+    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(ROLLING_OUT, runs=runs))
     with dg.instance_for_test() as instance:
         result = grpo_loop_sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": storage(tmp_path), "loop": LoopResource(rounds=3)}))

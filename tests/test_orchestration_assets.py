@@ -5,12 +5,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from orchrm_dagster.glue.cli import main
-from orchrm_dagster.glue.commands import ingest_landed, orchestrate
+from assets.resources import PolicyConfig, PolicyRegistry
+from orchrm_dagster.app.cli import main
+from orchrm_dagster.app.commands import ingest_landed, orchestrate
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.plans import parse_plan
-from orchrm_dagster.glue.resources import PolicyConfig, PolicyRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_malformed_plans_land_as_failed_runs_with_reasons():
     # 8 new tokens cannot hold even a direct-answer plan, and without the grammar nothing closes the tags
     registry = PolicyRegistry(policies=[PolicyConfig(name="free-text", kind="base", grammar=False, max_new_tokens=8)])
     defs = build_definitions(policy_registry=registry)
-    from orchrm_dagster.glue.commands import materialize_selection
+    from orchrm_dagster.app.commands import materialize_selection
 
     assert materialize_selection(defs, 'key:"problems"', None).success
     result = orchestrate(defs, "hotpotqa", "free-text", PlanSamplingSettings(n_samples=2, problem_limit=2),

@@ -85,7 +85,7 @@ telemetry:
     for name, seed in (("one.jsonl", 1), ("two.jsonl", 2), ("three.jsonl", 3)):
         write_jsonl(generate_runs(600, seed=seed), tmp_path / name)
         files.append(tmp_path / name)
-    command = [sys.executable, "-m", "orchrm_dagster.glue.cli", "ingest"]
+    command = [sys.executable, "-m", "orchrm_dagster.app.cli", "ingest"]
     both = [subprocess.Popen([*command, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=os.environ.copy())
             for path in files[:2]]
@@ -94,7 +94,7 @@ telemetry:
 
     from assets.sensors import loop_sensor
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.glue.commands import ingest_landed
+    from orchrm_dagster.app.commands import ingest_landed
     from orchrm_dagster.storage import land
 
     defs = build_definitions()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from orchrm_dagster.glue.commands import ingest_files, materialize_selection
+from orchrm_dagster.app.commands import ingest_files, materialize_selection
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 from tests.rm.toy import NO_FLOOR
@@ -66,7 +66,7 @@ def test_pairs_champion_and_scores_from_ingested_runs(tmp_path):
 
 
 def test_a_failed_champion_check_stops_what_follows_reward_model_in_its_run(tmp_path, tiny_backbone):
-    from orchrm_dagster.glue.commands import failure_messages
+    from assets.runs import failure_cause
 
     defs = build_definitions()
     history = tmp_path / "history.jsonl"
@@ -82,7 +82,7 @@ def test_a_failed_champion_check_stops_what_follows_reward_model_in_its_run(tmp_
               for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
     assert checks == {"champion_beats_chance": False}
     assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"reward_model"}
-    assert any("champion_beats_chance" in line for line in failure_messages(result))
+    assert "champion_beats_chance" in failure_cause(result.all_events)
     assert warehouse_rows(defs, "select version, is_champion from rm_checkpoints") == [
         {"version": 1, "is_champion": False}]
 

@@ -5,9 +5,9 @@ import time
 
 import dagster as dg
 
+from assets.config_bridge import from_engine
+from assets.resources import LoopResource, StorageResource
 from assets.sensors import loop_sensor
-from orchrm_dagster.glue.config_bridge import from_engine
-from orchrm_dagster.glue.resources import LoopResource, StorageResource
 from orchrm_dagster.loop import BatchingSettings, LoopSettings
 from orchrm_dagster.storage import batch_id_for, land, landing_view
 from tests.conftest import drop, write_lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -82,3 +83,26 @@ def test_a_dead_holders_s3_lease_is_broken(s3_endpoint):
     with root_lock(root, "z", timeout_s=5):
         assert json.loads(root.fs.cat_file(root.path(".locks", "z.lock")))["token"] != "gone"
     assert not root.fs.exists(root.path(".locks", "z.lock"))
+
+
+def test_a_held_s3_lease_is_renewed_and_a_dead_local_holders_is_broken_at_once(s3_endpoint):
+    import subprocess
+    import sys
+
+    root = StorageRoot("s3://orchrm-renew/prefix", s3_endpoint)
+    root.fs.mkdir("orchrm-renew")
+    lease = root.path(".locks", "r.lock")
+    with root_lock(root, "r", lease_s=0.9):  # held three times as long as the lease: renewed meanwhile
+        time.sleep(2.7)
+        with pytest.raises(LockTimeout):
+            with root_lock(StorageRoot("s3://orchrm-renew/prefix", s3_endpoint), "r", timeout_s=0.5):
+                pass
+    assert not root.fs.exists(lease)
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    root.fs.pipe_file(lease, json.dumps({"token": "killed", "host": socket.gethostname(), "pid": int(gone.stdout),
+                                         "expires": time.time() + 3600}).encode())
+    started = time.monotonic()
+    with root_lock(root, "r", timeout_s=5):  # its holder, a process of this host, no longer runs: no hour's wait
+        assert json.loads(root.fs.cat_file(lease))["token"] != "killed"
+    assert time.monotonic() - started < 5

@@ -2,8 +2,8 @@
 
 import dagster as dg
 
+from assets.resources import StorageResource
 from orchrm_dagster.definitions import build_definitions
-from orchrm_dagster.glue.resources import StorageResource
 from orchrm_dagster.storage import land
 from tests.conftest import write_lines
 

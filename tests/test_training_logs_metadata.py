@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from orchrm_dagster.glue.training_logs import training_logs_metadata
+from assets.training_logs import training_logs_metadata
 from orchrm_dagster.training_logs import TrainingLogs
 
 

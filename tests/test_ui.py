@@ -50,7 +50,7 @@ def wait_until_serving(url: str, server: subprocess.Popen, timeout_s: float = 18
 def dagster_ui(tmp_path):
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"), "ORCHRM_STORAGE": str(tmp_path / "storage")}
-    from orchrm_dagster.glue.instance import ensure_dagster_home
+    from orchrm_dagster.app.instance import ensure_dagster_home
 
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
     ensure_dagster_home()  # as `orchrm ui` does: the instance's dagster.yaml (newsletter dialog off)

@@ -1,18 +1,18 @@
 """The artifact contract and every table's schema: what the rest of the engine reads and writes."""
 
+from orchrm_dagster.contract.catalogue import COLUMN_DEFAULTS, PARTITIONED_TABLES, WAREHOUSE_TABLES
 from orchrm_dagster.contract.fast_decode import FastRunRecord, fast_record
 from orchrm_dagster.contract.identity import plan_hash
 from orchrm_dagster.contract.kinds import (BASE_KIND, CHECKPOINT_KIND, POLICY_KINDS, SPECIALIZED_KIND, PolicyKind,
                                            QuarantineKind, RunErrorKind)
 from orchrm_dagster.contract.record import CONTRACT_VERSION, DEFAULT_ENVIRONMENT, REQUIRED_FIELDS, RunRecord
+from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS,
+                                            JUDGE_CACHE, LABELS, OFFSHELF_SCORES, ORCHESTRATION_SAMPLES, PAIRS,
+                                            PLAN_SCORES, POLICY_CHECKPOINTS, PROBLEMS, QUARANTINE, RM_CHECKPOINTS,
+                                            RM_SCORES, RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE, RUNS,
+                                            SUBAGENT_CALLS, VERIFIER_SCORES)
 from orchrm_dagster.contract.storable import (INT64_MAX, UnstorableValue, check_json, is_utf8, json_text, safe_text,
                                               storable_column, type_name)
-from orchrm_dagster.contract.tables import (COLUMN_DEFAULTS, EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS, JUDGE_CACHE,
-                                            LABELS, OFFSHELF_SCORES, POLICY_CHECKPOINTS,
-                                            ORCHESTRATION_SAMPLES, PAIRS, PARTITIONED_TABLES, PLAN_SCORES, PROBLEMS,
-                                            QUARANTINE, RM_CHECKPOINTS, RM_SCORES, RM_TRAINING_PAIRS,
-                                            RM_TRAINING_PAIRS_FILE, RUNS, SUBAGENT_CALLS,
-                                            VERIFIER_SCORES, WAREHOUSE_TABLES)
 
 __all__ = [
     "CONTRACT_VERSION", "DEFAULT_ENVIRONMENT", "COLUMN_DEFAULTS", "EVALUATION", "EVALUATION_PROBLEMS", "IMPORTED_PAIRS",

@@ -1,8 +1,15 @@
-"""Arrow schemas of the Parquet tables (the source of truth). DuckDB views mirror these names."""
+"""Arrow schemas of every Parquet table: the run tables (the runs the ingest keeps, with their sub-agent calls and
+quarantined lines, their labels, the problems they answer, the orchestration samples), the reward-model and policy
+tables (pairs built and imported, reward-model checkpoints, their training pairs and scores, GRPO rounds and policy
+checkpoints), and the evaluation tables (results, problems, and what methods keep so re-evaluation costs nothing).
+The warehouse's catalogue of them is `contract.catalogue`."""
 
 from __future__ import annotations
 
 import pyarrow as pa
+
+
+# ---- runs
 
 RUNS = pa.schema(
     [
@@ -127,6 +134,9 @@ ORCHESTRATION_SAMPLES = pa.schema(
     ]
 )
 
+
+# ---- reward models and policies
+
 PAIRS = pa.schema(
     [
         ("pair_id", pa.string()),
@@ -219,6 +229,76 @@ PLAN_SCORES = pa.schema(
     ]
 )
 
+# Orchestrator policies trained by GRPO rounds: each row is a policy the runner can sample from.
+POLICY_CHECKPOINTS = pa.schema(
+    [
+        ("round", pa.int64()),
+        ("name", pa.string()),  # the policy's name (a `policies` partition key)
+        ("path", pa.string()),  # the model folder (under <root>/checkpoints/policy/)
+        ("base_model", pa.string()),  # what the round started from
+        ("reward_mode", pa.string()),
+        ("rm_version", pa.int64()),
+        ("prompt", pa.string()),  # the orchestrator prompt the policy was trained with
+        ("max_agents", pa.int64()),
+        ("max_new_tokens", pa.int64()),
+        ("created_at", pa.string()),
+        ("promoted", pa.bool_()),  # passed the policy gate: it may roll out and start the next round
+        ("in_use", pa.bool_()),  # the latest promoted checkpoint: what rolls out and what the next round starts from
+    ]
+)
+
+# One row per finished GRPO round.
+GRPO_ROUNDS = pa.schema(
+    [
+        ("round", pa.int64()),
+        ("policy_checkpoint", pa.string()),  # null: the round trained nothing and published no checkpoint
+        ("reward_mode", pa.string()),  # what trained it: GRPO's rewards, "pairs" (dpo), "trajectory" (rft)
+        ("rm_version", pa.int64()),
+        ("steps", pa.int64()),
+        ("mean_reward", pa.float64()),
+        ("kl", pa.float64()),
+        ("generation_tokens", pa.int64()),  # tokens the policy generated while training
+        ("reward_tokens", pa.int64()),  # tokens the reward model (or panel, or judge) read
+        ("rollout_tokens", pa.int64()),  # sub-agent tokens spent executing plans for rewards
+        ("heldout_reward_before", pa.float64()),  # the champion's mean score of held-out plans, previous policy
+        ("heldout_reward_after", pa.float64()),  # the same, the new policy (same problems and seeds)
+        ("heldout_accuracy", pa.float64()),  # correctness of the new policy's held-out plans, executed
+        ("seconds", pa.float64()),
+        ("start_policy", pa.string()),  # the policy the round trained from (the last promoted one)
+        ("heldout_accuracy_before", pa.float64()),  # the same correctness, the starting policy
+        ("promoted", pa.bool_()),  # the policy gate's verdict
+        ("reason", pa.string()),  # why it was (not) promoted
+        ("method", pa.string()),  # how the round trained the policy (grpo/methods/: grpo, dpo, rft)
+        ("training_tokens", pa.int64()),  # tokens the trainer read in forward passes (prompt + completion, per epoch)
+        # The policy gate (grpo/gate.py): where held-out plans executed, what the verdict was decided on, the verdict
+        ("environment", pa.string()),  # agents | simulated (correctness drawn from a truth function: say so)
+        ("truth", pa.string()),  # a simulated environment's truth function and its parameters (null: real agents)
+        ("gate", pa.string()),  # accuracy (measured held-out accuracy decided) | reward_only (asked for by config)
+        ("verdict", pa.string()),  # promoted | rejected | undecided | unverified | untrained
+        ("reward_hacking", pa.bool_()),  # reward rose past the threshold while accuracy did not: rejected
+        ("confidence", pa.float64()),  # of every interval in the row (two-sided)
+        ("heldout_plans_before", pa.int64()),  # held-out plans measured, each side
+        ("heldout_plans_after", pa.int64()),
+        ("heldout_correct_before", pa.int64()),  # of them answered correctly when executed (null: not executed)
+        ("heldout_correct_after", pa.int64()),
+        ("heldout_accuracy_low_before", pa.float64()),  # Wilson score intervals of each side's accuracy
+        ("heldout_accuracy_high_before", pa.float64()),
+        ("heldout_accuracy_low_after", pa.float64()),
+        ("heldout_accuracy_high_after", pa.float64()),
+        ("accuracy_difference_low", pa.float64()),  # Newcombe interval of accuracy after - before
+        ("accuracy_difference_high", pa.float64()),
+        ("heldout_reward_std_before", pa.float64()),  # spread of the per-plan held-out rewards
+        ("heldout_reward_std_after", pa.float64()),
+        ("heldout_reward_low_before", pa.float64()),  # Student's t intervals of each side's mean held-out reward
+        ("heldout_reward_high_before", pa.float64()),
+        ("heldout_reward_low_after", pa.float64()),
+        ("heldout_reward_high_after", pa.float64()),
+    ]
+)
+
+
+# ---- evaluations
+
 # One row per (benchmark, policy, method, N) of an evaluation; appended per evaluation.
 EVALUATION = pa.schema(
     [
@@ -303,103 +383,3 @@ JUDGE_CACHE = pa.schema(
         ("reading", pa.string()),
     ]
 )
-
-# Orchestrator policies trained by GRPO rounds: each row is a policy the runner can sample from.
-POLICY_CHECKPOINTS = pa.schema(
-    [
-        ("round", pa.int64()),
-        ("name", pa.string()),  # the policy's name (a `policies` partition key)
-        ("path", pa.string()),  # the model folder (under <root>/checkpoints/policy/)
-        ("base_model", pa.string()),  # what the round started from
-        ("reward_mode", pa.string()),
-        ("rm_version", pa.int64()),
-        ("prompt", pa.string()),  # the orchestrator prompt the policy was trained with
-        ("max_agents", pa.int64()),
-        ("max_new_tokens", pa.int64()),
-        ("created_at", pa.string()),
-        ("promoted", pa.bool_()),  # passed the policy gate: it may roll out and start the next round
-        ("in_use", pa.bool_()),  # the latest promoted checkpoint: what rolls out and what the next round starts from
-    ]
-)
-
-# One row per finished GRPO round.
-GRPO_ROUNDS = pa.schema(
-    [
-        ("round", pa.int64()),
-        ("policy_checkpoint", pa.string()),  # null: the round trained nothing and published no checkpoint
-        ("reward_mode", pa.string()),  # what trained it: GRPO's rewards, "pairs" (dpo), "trajectory" (rft)
-        ("rm_version", pa.int64()),
-        ("steps", pa.int64()),
-        ("mean_reward", pa.float64()),
-        ("kl", pa.float64()),
-        ("generation_tokens", pa.int64()),  # tokens the policy generated while training
-        ("reward_tokens", pa.int64()),  # tokens the reward model (or panel, or judge) read
-        ("rollout_tokens", pa.int64()),  # sub-agent tokens spent executing plans for rewards
-        ("heldout_reward_before", pa.float64()),  # the champion's mean score of held-out plans, previous policy
-        ("heldout_reward_after", pa.float64()),  # the same, the new policy (same problems and seeds)
-        ("heldout_accuracy", pa.float64()),  # correctness of the new policy's held-out plans, executed
-        ("seconds", pa.float64()),
-        ("start_policy", pa.string()),  # the policy the round trained from (the last promoted one)
-        ("heldout_accuracy_before", pa.float64()),  # the same correctness, the starting policy
-        ("promoted", pa.bool_()),  # the policy gate's verdict
-        ("reason", pa.string()),  # why it was (not) promoted
-        ("method", pa.string()),  # how the round trained the policy (grpo/methods/: grpo, dpo, rft)
-        ("training_tokens", pa.int64()),  # tokens the trainer read in forward passes (prompt + completion, per epoch)
-        # The policy gate (grpo/gate.py): where held-out plans executed, what the verdict was decided on, the verdict
-        ("environment", pa.string()),  # agents | simulated (correctness drawn from a truth function: say so)
-        ("truth", pa.string()),  # a simulated environment's truth function and its parameters (null: real agents)
-        ("gate", pa.string()),  # accuracy (measured held-out accuracy decided) | reward_only (asked for by config)
-        ("verdict", pa.string()),  # promoted | rejected | undecided | unverified | untrained
-        ("reward_hacking", pa.bool_()),  # reward rose past the threshold while accuracy did not: rejected
-        ("confidence", pa.float64()),  # of every interval in the row (two-sided)
-        ("heldout_plans_before", pa.int64()),  # held-out plans measured, each side
-        ("heldout_plans_after", pa.int64()),
-        ("heldout_correct_before", pa.int64()),  # of them answered correctly when executed (null: not executed)
-        ("heldout_correct_after", pa.int64()),
-        ("heldout_accuracy_low_before", pa.float64()),  # Wilson score intervals of each side's accuracy
-        ("heldout_accuracy_high_before", pa.float64()),
-        ("heldout_accuracy_low_after", pa.float64()),
-        ("heldout_accuracy_high_after", pa.float64()),
-        ("accuracy_difference_low", pa.float64()),  # Newcombe interval of accuracy after - before
-        ("accuracy_difference_high", pa.float64()),
-        ("heldout_reward_std_before", pa.float64()),  # spread of the per-plan held-out rewards
-        ("heldout_reward_std_after", pa.float64()),
-        ("heldout_reward_low_before", pa.float64()),  # Student's t intervals of each side's mean held-out reward
-        ("heldout_reward_high_before", pa.float64()),
-        ("heldout_reward_low_after", pa.float64()),
-        ("heldout_reward_high_after", pa.float64()),
-    ]
-)
-
-# Every table of the warehouse (a DuckDB view each, over its Parquet files).
-WAREHOUSE_TABLES: dict[str, pa.Schema] = {
-    "runs": RUNS,
-    "subagent_calls": SUBAGENT_CALLS,
-    "quarantine": QUARANTINE,
-    "labels": LABELS,
-    "problems": PROBLEMS,
-    "orchestration_samples": ORCHESTRATION_SAMPLES,
-    "pairs": PAIRS,
-    "imported_pairs": IMPORTED_PAIRS,
-    "rm_checkpoints": RM_CHECKPOINTS,
-    "rm_scores": RM_SCORES,
-    "plan_scores": PLAN_SCORES,
-    "evaluation": EVALUATION,
-    "evaluation_problems": EVALUATION_PROBLEMS,
-    "verifier_scores": VERIFIER_SCORES,
-    "offshelf_scores": OFFSHELF_SCORES,
-    "judge_cache": JUDGE_CACHE,
-    "policy_checkpoints": POLICY_CHECKPOINTS,
-    "grpo_rounds": GRPO_ROUNDS,
-}
-
-# What a text column reads as where a file written before the column existed leaves it null (the warehouse views and
-# the Polars scans both fill it).
-COLUMN_DEFAULTS: dict[str, dict[str, str]] = {"runs": {"environment": "agents"}}
-
-# Tables written one folder per partition (`batch_id=<key>/part-*.parquet`); the rest are a single file.
-# The run-batch tables and rm_scores are partitioned by run batch; orchestration_samples and plan_scores by
-# (benchmark, policy); the evaluation tables by evaluation_id (an evaluation appends a folder).
-PARTITIONED_TABLES = ("runs", "subagent_calls", "quarantine", "labels", "rm_scores", "orchestration_samples",
-                      "plan_scores", "evaluation", "evaluation_problems", "verifier_scores", "judge_cache",
-                      "offshelf_scores")

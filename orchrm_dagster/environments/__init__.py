@@ -24,7 +24,8 @@ __all__ = ["ENVIRONMENTS", "Environment", "EnvironmentContext", "Executor", "Lab
            "environment_names", "environments", "execute_and_label", "executor_for", "is_simulated",
            "register_environment"]
 
-ENVIRONMENTS: Registry[Environment] = Registry("environment", __name__, skip=("base", "costs"))
+ENVIRONMENTS: Registry[Environment] = Registry("environment", __name__, group="orchrm.environments",
+                                               skip=("base", "costs"), entry_type=Environment)
 register_environment = ENVIRONMENTS.register
 environments = ENVIRONMENTS.all
 environment_names = ENVIRONMENTS.names
@@ -48,7 +49,8 @@ def executor_for(execution, backend: Callable[[], object]) -> Executor:
     """The executor of `execution.environment` (an `orchestration.ExecutionSettings`), built with its settings
     section; `backend` builds the sub-agents' LLM backend when the environment needs one."""
     entry = environment_named(execution.environment)
-    return entry.build(getattr(execution.environment_settings, entry.name), EnvironmentContext(execution, backend))
+    section = ENVIRONMENTS.settings_of(execution.environment_settings, entry)
+    return entry.build(section, EnvironmentContext(execution, backend))
 
 
 @dataclass(frozen=True)

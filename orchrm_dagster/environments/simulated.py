@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator, Sequence
-from typing import Literal
 
 from orchrm_dagster.contract import RunErrorKind
 from orchrm_dagster.engine_config import Field, engine_config, sections_config
@@ -19,9 +18,9 @@ from orchrm_dagster.environments.costs import calls_of, load_costs
 from orchrm_dagster.labels import wrong_answer
 from orchrm_dagster.mas import CallRecord, ExecutionResult
 from orchrm_dagster.plans import Plan, PlanError, parse_plan
-from orchrm_dagster.truths import truth_named, truths
+from orchrm_dagster.truths import TRUTHS, truth_named, truths
 
-TruthName = Literal[tuple(truths())]
+TruthName = TRUTHS.name_type
 TruthSettings = sections_config("TruthSettings", "Each truth function's parameters, by name (read only for the "
                                 "chosen `truth`).", truths(), __name__)
 SIMULATED_MODEL = "simulated"  # the sub-agent model its calls name
@@ -29,8 +28,8 @@ SIMULATED_MODEL = "simulated"  # the sub-agent model its calls name
 
 @engine_config
 class SimulatedEnvironmentSettings:
-    truth: TruthName = Field(default="plan_success_rate", description="What decides a plan's correctness: " + "; ".join(
-        f"{name}: {truth.description}" for name, truth in truths().items()))
+    truth: TruthName = Field(default="plan_success_rate",
+                             description="What decides a plan's correctness: " + TRUTHS.described())
     truth_settings: TruthSettings = Field(default_factory=TruthSettings,
                                           description="Each truth function's parameters, by name")
     costs: str | None = Field(default=None, description="A JSON file of per-agent-type token costs (the shipped "
@@ -62,7 +61,7 @@ class SimulatedExecutor(Executor):
 
     def __init__(self, config: SimulatedEnvironmentSettings, execution):
         self.truth_function = truth_named(config.truth)
-        self.truth_config = getattr(config.truth_settings, config.truth)
+        self.truth_config = TRUTHS.settings_of(config.truth_settings, self.truth_function)
         self.costs = load_costs(config.costs)
         self.execution = execution
         self.record_meta = {"simulated_truth": config.truth}

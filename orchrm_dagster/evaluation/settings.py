@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from orchrm_dagster.devices import Device
 from orchrm_dagster.engine_config import Field, engine_config
+from orchrm_dagster.evaluation.method import METHODS
 from orchrm_dagster.rm import InputFormat
 
 
@@ -54,7 +55,7 @@ class OffShelfRMSettings:
 
 @engine_config
 class JudgeSettings:
-    draws: int = Field(default=2, description="Candidate sets an LLM judge sees per problem and N (each call "
+    draws: int = Field(default=2, ge=1, description="Candidate sets an LLM judge sees per problem and N (each call "
                                               "cached by problem, candidates, model and reading)")
     max_candidate_chars: int = Field(
         default=600, description="The truncated judges (trajectory_judge_truncated) cut each trajectory to this many "
@@ -70,21 +71,13 @@ class JudgeSettings:
                                 "each N costs the judges one call or more per problem and draw")
 
 
-def _registry():
-    """The methods' registry, imported when first read: its method modules import these settings."""
-    from orchrm_dagster.evaluation import methods
-
-    return methods
-
-
 @engine_config
 class EvaluationSettings:
     benchmarks: tuple[str, ...] = Field(default=(), description="Only these benchmarks (empty: every one)")
     policies: tuple[str, ...] = Field(default=(), description="Only these policies (empty: every one)")
-    methods: tuple[str, ...] = Field(
-        default_factory=lambda: _registry().method_names(),
-        description="Ways of choosing among N runs to compare (default: every registered method, see "
-                    "`orchrm evaluate --help`)")
+    methods: METHODS.names_type = Field(
+        default_factory=METHODS.names, description="Ways of choosing among N runs to compare, by name or by "
+                                                   "dotted path to an EvaluationMethod")
     ns: tuple[int, ...] = Field(default=(1, 2, 4, 8), description="Candidate-set sizes N")
     draws: int = Field(default=64, description="Seeded candidate sets per problem and N for methods whose choice "
                                                "depends on the whole set, when there are more than max_enumerate")
@@ -97,8 +90,6 @@ class EvaluationSettings:
                                             description="The off-the-shelf reward model baseline")
 
     def __post_init__(self) -> None:
-        for name in self.methods:
-            _registry().method_named(name)  # ValueError naming an unknown method and the known ones
         if not self.ns or min(self.ns) < 1:
             raise ValueError("ns must hold candidate-set sizes >= 1")
         if set(self.judge.ns) - set(self.ns):
@@ -109,4 +100,4 @@ class EvaluationSettings:
     @property
     def needs_llm_backend(self) -> bool:
         """Whether a chosen method (an LLM judge) takes an LLM backend."""
-        return any(_registry().method_named(name).needs_llm for name in self.methods)
+        return any(METHODS.named(name).needs_llm for name in self.methods)

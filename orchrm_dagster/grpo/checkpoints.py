@@ -1,10 +1,13 @@
-"""Policy checkpoints: one folder per GRPO round under <root>/checkpoints/policy/ (a local mirror uploaded when the
-root is on S3), the `policy_checkpoints` table that lists them, and the base model a first round starts from."""
+"""Policy checkpoints in the checkpoint store (`storage.CheckpointStore`): one folder per GRPO round,
+`checkpoints/policy/rNNNN/` (the model, its tokenizer and a manifest), the round lock, the `policy_checkpoints` table
+that lists them, and the base model a first round starts from."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,15 +15,28 @@ import pyarrow as pa
 
 from orchrm_dagster.contract import GRPO_ROUNDS, POLICY_CHECKPOINTS
 from orchrm_dagster.orchestration import PolicySpec
-from orchrm_dagster.storage import StorageRoot, local_work_dir
+from orchrm_dagster.storage import MANIFEST, CheckpointStore, LockTimeout, StorageRoot, folder_name, local_work_dir
 
-MANIFEST = "manifest.json"
 # what a round spent, by kind (grpo_rounds columns): the rounds' table, the asset's metadata and the manifest show them
 TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
 
 
+def round_tokens(row: dict) -> int:
+    """Every token a round spent (a column missing or empty in an older row: none of that kind)."""
+    return sum(row.get(column) or 0 for column in TOKEN_COLUMNS)
+
+
+ROUND_PREFIX = "r"
+ROUND_LOCK = "grpo_rounds"  # the root lock two rounds never hold at once, on any host (storage.root_lock: a lease
+# renewed while the round runs on an object store, broken once its holder is gone)
+
+
+def policy_store(root: StorageRoot) -> CheckpointStore:
+    return CheckpointStore(root, "policy", ROUND_PREFIX, ROUND_LOCK)
+
+
 def round_name(round_number: int) -> str:
-    return f"r{round_number:04d}"
+    return folder_name(ROUND_PREFIX, round_number)
 
 
 def policy_name(round_number: int) -> str:
@@ -28,32 +44,28 @@ def policy_name(round_number: int) -> str:
     return f"grpo-{round_name(round_number)}"
 
 
-def local_policy_dir(root: StorageRoot, round_number: int) -> Path:
-    base = Path(root.path("checkpoints", "policy")) if root.is_local else local_work_dir(root) / "checkpoints" / "policy"
-    return base / round_name(round_number)
+@contextmanager
+def round_lock(root: StorageRoot) -> Iterator[None]:
+    """Held while a round runs: a second round on the same root, from any process or host, fails at once rather
+    than queue behind it."""
+    with ExitStack() as held:
+        try:
+            held.enter_context(policy_store(root).lock(timeout_s=0))
+        except LockTimeout as busy:
+            raise RuntimeError(f"another GRPO round is running (lock {ROUND_LOCK} on {root.url}); rounds never "
+                               f"run at once") from busy
+        yield
 
 
 def publish_checkpoint(root: StorageRoot, round_number: int, staged: Path, manifest: dict) -> Path:
     """Moves a finished round's model folder into place (atomically for a local root) with its manifest, and
     uploads it when the root is remote. Nothing is published for a round that failed."""
-    (staged / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    target = local_policy_dir(root, round_number)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        shutil.rmtree(target)
-    staged.rename(target)
-    if not root.is_local:
-        root.fs.put(str(target), root.path("checkpoints", "policy", round_name(round_number)), recursive=True)
-    return target
+    return policy_store(root).publish(round_number, staged, manifest)
 
 
 def ensure_local(root: StorageRoot, row: dict) -> str:
     """The checkpoint's model folder on this machine (downloaded from the root when it is remote)."""
-    local = local_policy_dir(root, row["round"])
-    if root.is_local or (local / MANIFEST).exists():
-        return str(local)
-    root.fs.get(root.path("checkpoints", "policy", round_name(row["round"])), str(local), recursive=True)
-    return str(local)
+    return str(policy_store(root).fetch(row["round"]))
 
 
 def policy_manifest(root: StorageRoot, round_number: int) -> dict:
@@ -104,12 +116,6 @@ def checkpoint_policies(root: StorageRoot) -> list[PolicySpec]:
                        checkpoint_path=ensure_local(root, row), step=row["round"], prompt=row["prompt"],
                        max_agents=row["max_agents"], max_new_tokens=row["max_new_tokens"], temperature=1.0)
             for row in read_table(root, "policy_checkpoints")]
-
-
-def latest_checkpoint(root: StorageRoot, before_round: int) -> dict | None:
-    """The latest checkpoint before `before_round` that passed the policy gate (a rejected one never continues)."""
-    rows = [r for r in read_table(root, "policy_checkpoints") if r["round"] < before_round and r["promoted"]]
-    return max(rows, key=lambda r: r["round"]) if rows else None
 
 
 def base_model_dir(root: StorageRoot, model: str | None) -> str:

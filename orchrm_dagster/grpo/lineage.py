@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from orchrm_dagster.grpo.checkpoints import MANIFEST
+from orchrm_dagster.grpo.checkpoints import policy_store
 from orchrm_dagster.grpo.gate import ACCURACY_GATE
 from orchrm_dagster.pairs import CORRECT_OVER_INCORRECT
 from orchrm_dagster.storage import StorageRoot, scan_table
@@ -77,19 +77,7 @@ def held_out_problems(root: StorageRoot) -> frozenset[str]:
     held-out problems each published round recorded in its checkpoint's manifest (read alone, never the weights)."""
     evaluated = scan_table(root, "evaluation_problems").select("problem_id").unique().collect()["problem_id"]
     found = set(evaluated.drop_nulls().to_list())
-    for name in _policy_manifests(root):
+    for name in policy_store(root).remote_manifests():
         with root.fs.open(name, "r") as source:
             found.update(json.load(source).get("heldout_problems") or ())
     return frozenset(found)
-
-
-def _policy_manifests(root: StorageRoot) -> list[str]:
-    """The manifest of every published policy checkpoint under the root (checkpoints/policy/rNNNN/manifest.json)."""
-    folder = root.path("checkpoints", "policy")
-    if not root.fs.exists(folder):
-        return []
-    if not root.is_local:
-        root.fs.invalidate_cache(folder)
-    rounds = [entry.rstrip("/") for entry in root.fs.ls(folder, detail=False)]
-    manifests = [f"{entry}/{MANIFEST}" for entry in rounds if entry.rsplit("/", 1)[-1].startswith("r")]
-    return [path for path in manifests if root.fs.exists(path)]

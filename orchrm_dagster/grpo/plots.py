@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from orchrm_dagster.contract import DEFAULT_ENVIRONMENT  # noqa: E402
 from orchrm_dagster.environments import environment_label, is_simulated  # noqa: E402
-from orchrm_dagster.grpo.checkpoints import TOKEN_COLUMNS  # noqa: E402
+from orchrm_dagster.grpo.checkpoints import TOKEN_COLUMNS, round_tokens  # noqa: E402
 from orchrm_dagster.reporting import figure_png  # noqa: E402
 
 
@@ -79,7 +79,7 @@ def rounds_table(rows: list[dict]) -> tuple[list[str], list[tuple]]:
                       accuracy_text(r, "before"), accuracy_text(r, "after"),
                       _interval(None, r.get("accuracy_difference_low"), r.get("accuracy_difference_high")),
                       r.get("verdict") or ("promoted" if r["promoted"] else "rejected"), r.get("gate") or "",
-                      "yes" if r.get("reward_hacking") else "", *tokens, sum(t or 0 for t in tokens)))
+                      "yes" if r.get("reward_hacking") else "", *tokens, round_tokens(r)))
     return ROUNDS_HEADERS, table
 
 

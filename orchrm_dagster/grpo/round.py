@@ -1,6 +1,9 @@
 """A GRPO round: train the orchestrator policy on plans rewarded without (or with) rollouts, publish the new
 policy checkpoint, and measure it on held-out problems. A failed round publishes nothing: the previous policy stays
-in use. Two rounds never run at once (a lock beside the checkpoints)."""
+in use. Two rounds never run at once on a storage root, from any host (`round_lock`).
+
+The round stands above its plugins: it looks its training method up in the registry and calls it; the method and the
+rewards build on what lies below them (`problems`, `train`, `rewards.Rollouts`), never on the round."""
 
 from __future__ import annotations
 
@@ -8,20 +11,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from filelock import FileLock, Timeout
-
 from orchrm_dagster.environments import Executor, executor_for
 from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_model_dir, checkpoint_policies,
-                                             checkpoint_row, policy_name, publish_checkpoint, read_table)
+                                             checkpoint_row, policy_name, publish_checkpoint, read_table, round_lock,
+                                             round_name)
 from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Reward, policy_gate
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
-from orchrm_dagster.grpo.methods import MethodContext, method_named
-from orchrm_dagster.grpo.rewards import RewardContext, held_out_rewards, plan_parses, reward_kinds
+from orchrm_dagster.grpo.methods import METHODS, MethodContext, method_named
+from orchrm_dagster.grpo.problems import round_problems
+from orchrm_dagster.grpo.rewards import Rollouts, held_out_rewards, plan_parses
 from orchrm_dagster.grpo.settings import GRPOSettings
-from orchrm_dagster.grpo.train import TrainOutcome
+from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome
 from orchrm_dagster.llm import BackendSpec, build_backend
-from orchrm_dagster.mas import question_text, render_prompt
-from orchrm_dagster.orchestration import PolicySpec, Problem, execute_and_label_samples, sample_plans, select_problems
+from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
 from orchrm_dagster.rm import champion_scorer, domain_of, trained_on
 from orchrm_dagster.storage import StorageRoot, local_work_dir
 
@@ -46,16 +48,6 @@ class HeldOut:
     accuracy: Accuracy | None = None
 
 
-def round_problems(root: StorageRoot, settings: GRPOSettings, round_number: int) -> tuple[list[Problem], list[Problem]]:
-    """(training problems of this round, held-out problems): the benchmark's last `heldout_problems` are never
-    trained on; the rest are taken `train_problems` at a time, round after round, wrapping around."""
-    problems = select_problems(root, settings.benchmark, 10**9)
-    held_out, pool = problems[-settings.heldout_problems:], problems[:-settings.heldout_problems]
-    start = ((round_number - 1) * settings.train_problems) % len(pool)
-    train = [pool[(start + i) % len(pool)] for i in range(min(settings.train_problems, len(pool)))]
-    return train, held_out
-
-
 def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int,
                     registry: dict[str, PolicySpec]) -> tuple[PolicySpec, str]:
     """The policy a round continues from and its model folder: the last promoted checkpoint of the round's lineage
@@ -75,17 +67,8 @@ def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int
 
 def run_round(root: StorageRoot, round_number: int, settings: GRPOSettings, registry: dict[str, PolicySpec],
               subagents: BackendSpec, on_step: Callable[[str], None] = lambda text: None) -> RoundOutcome:
-    lock_path = local_work_dir(root) / "grpo" / "round.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=0)  # another round holds it: fail now rather than queue behind it
-    except Timeout as busy:
-        raise RuntimeError(f"another GRPO round is running (lock {lock_path}); rounds never run at once") from busy
-    try:
+    with round_lock(root):  # another round holds it: fail now rather than queue behind it
         return _run_round(root, round_number, settings, registry, subagents, on_step)
-    finally:
-        lock.release()
 
 
 def _run_round(root, round_number, settings, registry, subagents, on_step) -> RoundOutcome:
@@ -102,9 +85,10 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
             f"{executor.environment} environment")
     before = _start_checkpoint_after(root, policy, rm_version, settings, executor, len(held_out)) or measure_held_out(
         policy, model_dir, held_out, settings, scorer, subagents, executor, execute=settings.heldout_execute)
-    work = local_work_dir(root) / "grpo" / f"r{round_number:04d}"
+    work = local_work_dir(root) / "grpo" / round_name(round_number)
+    new_policy = work / MODEL_SUBDIR  # where the method saves the policy it trains
     method = method_named(settings.method)
-    trained = method.train(getattr(settings.method_settings, method.name), MethodContext(
+    trained = method.train(METHODS.settings_of(settings.method_settings, method), MethodContext(
         root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version, subagents,
         executor, str(work), on_step))
     if trained.untrained is not None:  # nothing new to measure or publish: the starting policy stays in use
@@ -112,10 +96,10 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
         after, checkpoint = before, None
     else:
         checkpoint = PolicySpec(name=policy_name(round_number), kind="checkpoint",
-                                checkpoint_path=str(work / "model"), step=round_number, prompt=policy.prompt,
+                                checkpoint_path=str(new_policy), step=round_number, prompt=policy.prompt,
                                 max_agents=policy.max_agents, max_new_tokens=policy.max_new_tokens)
         on_step(f"round {round_number}: held-out plans of the new policy")
-        after = measure_held_out(checkpoint, str(work / "model"), held_out, settings, scorer, subagents, executor,
+        after = measure_held_out(checkpoint, str(new_policy), held_out, settings, scorer, subagents, executor,
                                  execute=settings.heldout_execute)
         verdict = policy_gate(before.reward, after.reward, before.accuracy, after.accuracy, settings.gate_rule)
     on_step(f"round {round_number}: {verdict.verdict}: {verdict.reason}")
@@ -130,7 +114,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                     "verdict": verdict.verdict, "gate": verdict.gate,
                     "train_problems": [p.problem_id for p in train],
                     "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in TOKEN_COLUMNS}}
-        path = str(publish_checkpoint(root, round_number, work / "model", manifest))
+        path = str(publish_checkpoint(root, round_number, new_policy, manifest))
         append_row(root, "policy_checkpoints", checkpoint_row(round_number, path, model_dir, settings.reward_mode,
                                                               rm_version, checkpoint, verdict.promoted))
     append_row(root, "grpo_rounds", row)
@@ -146,33 +130,6 @@ def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
                                grammar=settings.grammar, backend_kind=None)  # a model folder: see backend_spec
 
 
-def _dataset(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings):
-    from datasets import Dataset
-
-    rows = [{"prompt": [{"role": "user", "content": render_prompt(
-                 policy.prompt, question=question_text(p.question, p.choices), max_agents=settings.max_agents)}],
-             "question": p.question, "answer": p.answer, "answer_type": p.answer_type, "problem_id": p.problem_id,
-             "choices": list(p.choices) if p.choices else None}
-            for p in problems]
-    rows = (rows * (settings.steps // len(rows) + 1))[: settings.steps]  # one problem's group per step
-    return Dataset.from_list(rows)
-
-
-def plan_prompts(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings) -> dict[str, list[dict]]:
-    """Each problem's prompt messages exactly as the GRPO dataset renders them, by problem_id (what the supervised
-    methods train on)."""
-    import dataclasses
-
-    rows = _dataset(policy, problems, dataclasses.replace(settings, steps=len(problems)))  # each problem once
-    return {row["problem_id"]: row["prompt"] for row in rows}
-
-
-def _rewards(settings: GRPOSettings, context: RewardContext) -> list:
-    """The TRL reward callables of `settings.rewards`, each built from its own settings section."""
-    kinds = reward_kinds()
-    return [kinds[name].build(getattr(settings.reward_settings, name), context) for name in settings.rewards]
-
-
 def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem], settings: GRPOSettings, scorer,
                      subagents: BackendSpec, executor, execute: bool) -> HeldOut:
     """The champion's rewards of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
@@ -184,7 +141,7 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
     samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
     accuracy = None
     if execute:
-        labeled = execute_and_label_samples(samples, executor)
+        labeled = Rollouts(executor).run_samples(samples)
         accuracy = Accuracy(sum(item.correct for item in labeled), len(samples))
     return HeldOut(Reward.of(held_out_plan_rewards(samples, scorer, settings.unparseable_margin)), samples, accuracy)
 

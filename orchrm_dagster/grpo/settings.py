@@ -6,14 +6,15 @@ from typing import Literal
 
 from orchrm_dagster.engine_config import Field, engine_config, sections_config
 from orchrm_dagster.grpo.gate import GateName, GateRule
-from orchrm_dagster.grpo.methods import registered_methods
-from orchrm_dagster.grpo.rewards import reward_kinds
+from orchrm_dagster.grpo.methods import METHODS, registered_methods
+from orchrm_dagster.grpo.rewards import REWARDS, reward_kinds
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import ScoringSettings
 from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
-RewardName = Literal[tuple(reward_kinds())]
-MethodName = Literal[tuple(registered_methods())]
+RewardName = REWARDS.name_type  # a registered reward's name, or a dotted path to one (my_pkg.my_module:my_reward)
+RewardNames = REWARDS.names_type
+MethodName = METHODS.name_type  # a registered training method's name, or a dotted path to one
 MIN_UNPARSEABLE_MARGIN = 0.01  # below it, the gap could vanish in TRL's float32 weighted sum
 
 
@@ -38,14 +39,12 @@ class GRPOSettings:
     steps and train_problems and lower learning_rate towards the paper's 1e-6."""
 
     method: MethodName = Field(
-        default="grpo", description="How the round trains the policy: " + "; ".join(
-            f"{name}: {method.description}" for name, method in registered_methods().items()))
+        default="grpo", description="How the round trains the policy: " + METHODS.described())
     method_settings: MethodSettings = Field(default_factory=MethodSettings,
                                             description="Each training method's own settings section, by name")
-    rewards: tuple[RewardName, ...] = Field(
+    rewards: RewardNames = Field(
         default=("orchrm",), description="What rewards a sampled plan (TRL's reward_funcs), summed with "
-                                         "reward_weights: " + "; ".join(f"{name}: {kind.description}"
-                                                                        for name, kind in reward_kinds().items()))
+                                         "reward_weights: " + REWARDS.described())
     reward_weights: tuple[float, ...] = Field(
         default=(), description="Each reward's weight, in `rewards` order (TRL's reward_weights; > 0); empty: 1 "
                                 "each. Every reward is normalized within its group before the weighted sum")
@@ -65,10 +64,10 @@ class GRPOSettings:
     scratch_policy: str = Field(default="smollm2-base", description="The registry policy a scratch round starts from")
     benchmark: str = Field(default="gsm8k", description="Problems the rounds train on (and hold out)")
     train_problems: int = Field(default=4, description="Problems per round; each round takes the next ones")
-    group_size: int = Field(default=8, description="Plans sampled per problem and step (GRPO's group)")
+    group_size: int = Field(default=8, ge=2, description="Plans sampled per problem and step (GRPO's group)")
     micro_batch_size: int = Field(default=2, description="Plans per forward/backward pass; the group's gradients "
                                                          "accumulate over group_size / micro_batch_size passes")
-    steps: int = Field(default=2, description="Optimizer steps per round (one problem's group per step)")
+    steps: int = Field(default=2, ge=1, description="Optimizer steps per round (one problem's group per step)")
     learning_rate: float = Field(default=2e-5, description="AdamW learning rate")
     kl_beta: float = Field(default=0.001, description="KL penalty towards the round's starting policy")
     clip_epsilon: float = Field(default=0.2, description="PPO-style ratio clipping")
@@ -96,11 +95,13 @@ class GRPOSettings:
                                   "sub-agents' OpenAI-compatible one")
     save_steps: int = Field(default=1, description="Trainer checkpoint every N steps: an interrupted round "
                                                    "resumes from the last one")
-    heldout_problems: int = Field(default=32, description="Problems (the benchmark's last) no round trains on; the "
-                                                          "policy gate executes heldout_samples plans of each")
-    heldout_samples: int = Field(default=4, description="Plans sampled per held-out problem, fixed seeds. 32 x 4 = "
-                                                        "128 plans a side tell a 15-point accuracy change at 95%; "
-                                                        "fewer leave the gate undecided more often")
+    heldout_problems: int = Field(
+        default=32, ge=1, description="Problems (the benchmark's last) no round trains on; the policy gate executes "
+                                      "heldout_samples plans of each")
+    heldout_samples: int = Field(
+        default=4, ge=1, description="Plans sampled per held-out problem, fixed seeds. 32 x 4 = 128 plans a side tell "
+                                      "a 15-point accuracy change at 95%; "
+                                      "fewer leave the gate undecided more often")
     heldout_execute: bool = Field(default=True, description="Execute the held-out plans (in the execution's "
                                                             "environment) for the held-out accuracy the gate decides "
                                                             "on; off: the checkpoint is unverified")
@@ -169,6 +170,4 @@ class GRPOSettings:
     def reward_mode(self) -> str:
         """What trained the policy, as the `reward_mode` columns store it: GRPO's reward combination, or what the
         round's method learns from (dpo: the reward model's pairs; rft: executed correctness)."""
-        from orchrm_dagster.grpo.methods import method_named
-
-        return method_named(self.method).reward_mode(self)
+        return METHODS.named(self.method).reward_mode(self)

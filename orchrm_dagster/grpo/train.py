@@ -5,6 +5,11 @@ one batched call per generation batch, a KV cache, seeded rows, the plan grammar
 parses and a group's rewards differ by what the plan does, not by whether it parses. The grammar shapes which tokens
 can be sampled; GRPO's log-probabilities are the policy's own, as TRL computes them (its fused LM head scores only the
 completion tokens, in tiles, without the plans x tokens x vocabulary logits).
+
+What every training method's trainer shares is here too, below the methods: what a training returns
+(`TrainOutcome`), its precision and memory (`memory_and_precision`), LoRA (`lora_config`), the folder the new policy
+is saved in (`MODEL_SUBDIR`, `save_policy`) and what its log says (`logged_mean`, `logged_tokens`). `settings` is the
+round's `GRPOSettings`, read by its fields: the settings stand above the methods (see `grpo.methods.base`).
 """
 
 from __future__ import annotations
@@ -19,15 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm_dagster.devices import resolve_device
-from orchrm_dagster.grpo.methods.base import MODEL_SUBDIR
 from orchrm_dagster.grpo.rewards import raw_metric
-from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings, loaded_model, sample_rows
 from orchrm_dagster.orchestration import sample_seed
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.rm import bf16_supported
 
 RUN_KEY_FILE = "run_key.json"
+MODEL_SUBDIR = "model"  # the new policy, under a training's output_dir: the checkpoint the round publishes
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class TrainOutcome:
     generation_calls: tuple[tuple[float, int], ...] = ()
 
 
-def memory_and_precision(settings: GRPOSettings, device: str, native_bf16=bf16_supported) -> dict:
+def memory_and_precision(settings, device: str, native_bf16=bf16_supported) -> dict:
     """GRPOConfig's `bf16` and `activation_checkpointing`: with precision auto, bf16 mixed precision on a GPU that
     runs it natively (on the CPU fp32: autocast there is unmeasured for rounds and changes what the tests train);
     activation checkpointing unless turned off (a default round on the CPU peaks at 12.3 GiB without it: the
@@ -62,7 +66,16 @@ def memory_and_precision(settings: GRPOSettings, device: str, native_bf16=bf16_s
     return {"bf16": bf16, "activation_checkpointing": True if checkpointing is None else checkpointing}
 
 
-def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
+def lora_config(settings):
+    """The trainer's `peft_config`: LoRA adapters of `lora_rank` with `lora`, else None (every weight trains)."""
+    if not settings.lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, task_type="CAUSAL_LM")
+
+
+def grpo_config(settings, output_dir: str, device: str):
     from trl import GRPOConfig
 
     vllm = {}
@@ -88,7 +101,7 @@ def grpo_config(settings: GRPOSettings, output_dir: str, device: str):
         save_total_limit=2, disable_tqdm=True, shuffle_dataset=False, **vllm)
 
 
-def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSettings, output_dir: str) -> TrainOutcome:
+def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_dir: str) -> TrainOutcome:
     """Trains from `model_dir` and saves the policy to output_dir/model; resumes from output_dir's last trainer
     checkpoint when the run key (model, settings, prompts) is the same as the interrupted run's."""
     from transformers import AutoTokenizer
@@ -100,27 +113,29 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings: GRPOSetti
     checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(watched),
                                                     "prompts": list(dataset["problem_id"])})
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    peft_config = None
-    if settings.lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, task_type="CAUSAL_LM")
     args = grpo_config(settings, output_dir, device)
     sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
     trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=peft_config, rollout_func=sampler)
+                          processing_class=tokenizer, peft_config=lora_config(settings), rollout_func=sampler)
     settings.training_logs(output_dir, MODEL_SUBDIR).attach(trainer, resumed=checkpoint is not None)
     trainer.train(resume_from_checkpoint=checkpoint)
-    model = trainer.model.merge_and_unload() if settings.lora else trainer.model
-    model.save_pretrained(os.path.join(output_dir, MODEL_SUBDIR))
-    tokenizer.save_pretrained(os.path.join(output_dir, MODEL_SUBDIR))
+    save_policy(trainer, settings, output_dir)
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
-                        kl=_mean(logged, "kl"),
+                        kl=logged_mean(logged, "kl"),
                         generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args)),
                         generation_seconds=sum(seconds for seconds, _ in sampler.calls) if sampler else 0.0,
                         generation_calls=tuple(sampler.calls) if sampler else (),
                         log_history=list(trainer.state.log_history))
+
+
+def save_policy(trainer, settings, output_dir: str) -> None:
+    """Saves the trained policy (its LoRA adapters merged in) and its tokenizer to output_dir/MODEL_SUBDIR: the
+    folder the round publishes."""
+    folder = os.path.join(output_dir, MODEL_SUBDIR)
+    model = trainer.model.merge_and_unload() if settings.lora else trainer.model
+    model.save_pretrained(folder)
+    trainer.processing_class.save_pretrained(folder)
 
 
 class PlanSampler:
@@ -128,7 +143,7 @@ class PlanSampler:
     group) sampled in one batched call of the runner's decoding routine on the live policy, under the plan grammar.
     Row i of step s is seeded from (settings.seed, s, i), so a round with the same seed samples the same plans."""
 
-    def __init__(self, tokenizer, settings: GRPOSettings):
+    def __init__(self, tokenizer, settings):
         self.tokenizer = tokenizer
         self.settings = settings
         self.grammar = plan_grammar_ebnf(max_agents=settings.max_agents, bounds=TextBounds.fit(
@@ -176,14 +191,21 @@ def generated_tokens(log_history: list[dict], completions_per_logged_step: int) 
                for entry in log_history if "completions/mean_length" in entry)
 
 
-def _weighted_raw_mean(entries: list[dict], reward_funcs: list, settings: GRPOSettings) -> float | None:
-    means = [_mean(entries, raw_metric(func.__name__)) for func in reward_funcs]
+def _weighted_raw_mean(entries: list[dict], reward_funcs: list, settings) -> float | None:
+    means = [logged_mean(entries, raw_metric(func.__name__)) for func in reward_funcs]
     return None if None in means else sum(w * m for w, m in zip(settings.weights, means))
 
 
-def _mean(entries: list[dict], key: str) -> float | None:
-    values = [float(e[key]) for e in entries if key in e]
+def logged_mean(log_history: list[dict], key: str) -> float | None:
+    """The mean of what a TRL trainer logged under `key` (None: never logged)."""
+    values = [float(entry[key]) for entry in log_history if key in entry]
     return sum(values) / len(values) if values else None
+
+
+def logged_tokens(log_history: list[dict]) -> int:
+    """The tokens TRL's trainers count as read in training forward passes (their cumulative `num_tokens`: prompt and
+    completion of every example, every epoch)."""
+    return int(max((entry["num_tokens"] for entry in log_history if "num_tokens" in entry), default=0))
 
 
 def _checkpoint_to_resume(output_dir: str, run_key: dict) -> str | None:

@@ -1,6 +1,7 @@
 """Streaming ingestion of run batches: validate every line against the contract, quarantine the bad ones."""
 
-from orchrm_dagster.ingest.batch import FileReport, IngestReport, default_workers, ingest_batch, ingest_files
+from orchrm_dagster.ingest.batch import default_workers, ingest_batch, ingest_files
+from orchrm_dagster.ingest.report import FileReport, IngestReport
 from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.validate import Rejection, validate_line
 

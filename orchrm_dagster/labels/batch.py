@@ -25,8 +25,9 @@ class LabelSettings:
     qa_f1_threshold: float | None = Field(
         default=None, description="Short-answer QA counts as correct at this token F1; unset = exact match only")
     answer_types: dict[str, str] = Field(
-        default_factory=dict, description="benchmark -> answer type (a registered labeler's, such as math), "
-                                          "overriding the built-in mapping")
+        default_factory=dict, description="benchmark -> answer type (a registered labeler's, such as math, or a "
+                                          "dotted path to a labeler: my_pkg.my_module:my_labeler), overriding the "
+                                          "built-in mapping")
 
     def __post_init__(self) -> None:
         for answer_type in self.answer_types.values():
@@ -80,7 +81,8 @@ def _label_run(run: dict, batch_id: str, references: dict, settings: LabelSettin
         report.without_reference += 1
         return None
     choices = known.choices if known else None
-    answer_type = settings.answer_types.get(run["benchmark"]) or (
+    configured = settings.answer_types.get(run["benchmark"])  # an answer type, or a dotted path to a labeler
+    answer_type = labeler_for(configured).answer_type if configured else (
         known.answer_type if known else answer_type_for(run["benchmark"], reference, None))
     if run["error"]:
         verdict = failed_run_verdict(answer_type, run["error"])

@@ -1,18 +1,20 @@
 """What a labeler is: the `Labeler` protocol, and the registry of labelers.
 
-One labeler per answer type, each in a module of this package named `<something>_labeler.py` that calls
-`register_labeler` when imported; the first read of the registry imports every such module. The labels, the
-problems' answer types, the settings' validation and the MAS's answer-format prompt all read the registry, so a new
-answer type is one new module, its answer-format prompt (unless it shares one) and its test.
+One labeler per answer type, each in a module of this package that calls `register_labeler` when imported; the first
+read of the registry imports every module here but the shared helpers (`LABELERS.skip`). Another distribution adds one
+through the `orchrm.labelers` entry-point group, and `LabelSettings.answer_types` may name one by dotted path
+(`my_pkg.my_module:my_labeler`). The labels, the problems' answer types, the settings' validation and the MAS's
+answer-format prompt all read the registry, so a new answer type is one new module, its answer-format prompt (unless
+it shares one) and its test.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import operator
 from enum import IntEnum
-from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
+
+from orchrm_dagster.registry import Registry
 
 from .verdict import Verdict
 
@@ -45,41 +47,15 @@ class Labeler(Protocol):
         ...
 
 
-_REGISTERED: dict[str, Labeler] = {}  # answer type -> its labeler
-_modules_imported = False
-
-
-def register_labeler(labeler: Labeler) -> Labeler:
-    """Makes `labeler` the labeler of its answer type (what a labeler's module does when imported)."""
-    if _REGISTERED.get(labeler.answer_type, labeler) is not labeler:
-        raise ValueError(f"two labelers for answer type {labeler.answer_type!r}: "
-                         f"{_REGISTERED[labeler.answer_type].name} and {labeler.name}")
-    _REGISTERED[labeler.answer_type] = labeler
-    return labeler
-
-
-def labelers() -> dict[str, Labeler]:
-    """Every registered labeler by answer type, sorted by answer type."""
-    _import_labeler_modules()
-    return dict(sorted(_REGISTERED.items()))
-
-
-def answer_types() -> tuple[str, ...]:
-    return tuple(labelers())
+LABELERS: Registry[Labeler] = Registry(
+    "answer_type", __package__, group="orchrm.labelers", key=operator.attrgetter("answer_type"), entry_type=Labeler,
+    skip=("batch", "distractor", "extract", "labeler", "math_size", "registry", "time_limit", "verdict"))
+register_labeler = LABELERS.register  # makes a labeler the one of its answer type (what its module does on import)
+labelers = LABELERS.all  # every registered labeler by answer type, sorted by answer type
+answer_types = LABELERS.names
 
 
 def labeler_for(answer_type: str) -> Labeler:
-    """The labeler of `answer_type`; ValueError naming the known answer types otherwise."""
-    _import_labeler_modules()
-    if answer_type not in _REGISTERED:  # looked up once per label: no copy of the registry here
-        raise ValueError(f"unknown answer_type {answer_type!r}; expected one of {answer_types()}")
-    return _REGISTERED[answer_type]
-
-
-def _import_labeler_modules() -> None:
-    global _modules_imported
-    if not _modules_imported:
-        for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
-            if module.name.endswith("_labeler"):
-                importlib.import_module(f"{__package__}.{module.name}")
-        _modules_imported = True
+    """The labeler of `answer_type` (or of a dotted path to a labeler); ValueError naming the known answer types
+    otherwise."""
+    return LABELERS.named(answer_type)

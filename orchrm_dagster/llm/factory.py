@@ -1,25 +1,37 @@
 """The configs that name an LLM backend. `BackendSpec` is any registered backend's spec, told apart by `kind`;
-`LLMSettings` is the sub-agents' backend (the `llm` resource). Every `orchrm_dagster/llm/*_backend.py` module is
-imported here, so a spec registered in one (`orchrm_dagster.llm.registry`) is a member of `BackendSpec`."""
+`LLMSettings` is the sub-agents' backend (the `llm` resource). Reading the registry here imports every backend module
+of the package and every `orchrm.backends` entry point, so a spec registered by one is a member of `BackendSpec`. A
+spec whose `kind` is a dotted path to a spec class (`{"kind": "my_pkg.my_module:EchoSpec", ...}`), or whose class was
+registered after this union was made, is validated by its own class."""
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
 from typing import Annotated, Union
+
+from pydantic import WrapValidator
 
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.registry import BackendSpecClass, backend_kinds, spec_class
 from orchrm_dagster.llm.transformers_backend import TransformersSpec
 
-
-def _import_backend_modules() -> None:
-    for path in sorted(Path(__file__).parent.glob("*_backend.py")):
-        importlib.import_module(f"{__package__}.{path.stem}")
+_MEMBERS = tuple(spec_class(kind) for kind in backend_kinds())
+_MEMBER_KINDS = backend_kinds()
 
 
-_import_backend_modules()
-BackendSpec = Annotated[Union[tuple(spec_class(kind) for kind in backend_kinds())], Field(discriminator="kind")]
+def _any_registered_spec(value, handler):
+    """A spec of a kind `BackendSpec`'s members do not hold, given as a dict naming the kind (or a dotted path to its
+    spec class) or as an instance, validated by its own spec class; everything else as the union validates it."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    if isinstance(kind, str) and kind not in _MEMBER_KINDS and (kind in backend_kinds() or "." in kind or ":" in kind):
+        target = spec_class(kind)  # a dotted path that does not import is refused here, saying why
+        if isinstance(value, dict):
+            return target(**{name: item for name, item in value.items() if name != "kind"})
+        if isinstance(value, target):
+            return value
+    return handler(value)  # an unknown kind: the union's error names the known ones
+
+
+BackendSpec = Annotated[Union[_MEMBERS], Field(discriminator="kind"), WrapValidator(_any_registered_spec)]
 
 
 @engine_config
@@ -27,8 +39,9 @@ class LLMSettings:
     """The LLM the sub-agents run on, and the backend every orchestrator policy starts from."""
 
     backend: BackendSpec = Field(default_factory=TransformersSpec,
-                                 description=f"The backend, by kind ({', '.join(backend_kinds())}), and its "
-                                             f"settings; by default the embedded SmolLM2 on transformers")
+                                 description=f"The backend, by kind ({', '.join(backend_kinds())}, or a dotted "
+                                             f"path to a spec class), and its settings; by default the embedded "
+                                             f"SmolLM2 on transformers")
 
 
 def model_folder_kind(spec: BackendSpecClass) -> str:

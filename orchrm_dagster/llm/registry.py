@@ -1,5 +1,5 @@
-"""The LLM backends by kind. Each backend module, `orchrm_dagster/llm/<name>_backend.py` (every such module is
-imported with the package), defines its backend and one spec class, the backend's config, registered here:
+"""The LLM backends by kind. Each backend module of this package (`orchrm_dagster/llm/<name>_backend.py`) defines its
+backend and one spec class, the backend's config, registered here when the module is imported:
 
     @register_backend
     @engine_config
@@ -10,9 +10,12 @@ imported with the package), defines its backend and one spec class, the backend'
 
         def build(self) -> LLMBackend: ...
 
-`build_backend(spec)` builds through the registry, configs take `BackendSpec` (the union of the registered spec
-classes, discriminated by `kind`; `orchrm_dagster.llm.factory`), and a policy's overrides move a spec from one kind
-to another with `respec`. `kind` is keyword-only so that a spec's required fields may follow it.
+Another distribution adds a backend through the `orchrm.backends` entry-point group (the spec class, or a module
+registering it), and a config may name a spec class by dotted path where a kind is expected
+(`{"kind": "my_pkg.my_module:EchoSpec", ...}`, `PolicySpec.backend_kind`). `build_backend(spec)` builds through the
+registry, configs take `BackendSpec` (the registered spec classes, discriminated by `kind`;
+`orchrm_dagster.llm.factory`), and a policy's overrides move a spec from one kind to another with `respec`. `kind` is
+keyword-only so that a spec's required fields may follow it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import typing
 from typing import ClassVar, Literal, Protocol
 
 from orchrm_dagster.llm.base import LLMBackend
+from orchrm_dagster.registry import Registry
 
 
 class BackendSpecClass(Protocol):
@@ -35,39 +39,30 @@ class BackendSpecClass(Protocol):
     def build(self) -> LLMBackend: ...
 
 
-_SPECS: dict[str, type] = {}
-
-
-def register_backend(spec_class: type) -> type:
-    """Registers `spec_class` under the kind its `kind` field names (a class decorator)."""
-    kind = _kind_of(spec_class)
-    for member in ("build", "loads_model_folders"):
-        if not hasattr(spec_class, member):
-            raise TypeError(f"backend spec {spec_class.__name__} has no `{member}` (see BackendSpecClass)")
-    if _SPECS.get(kind, spec_class) is not spec_class:
-        raise ValueError(f"backend kind {kind!r} is registered already, by {_SPECS[kind].__name__}")
-    _SPECS[kind] = spec_class
-    return spec_class
-
-
 def _kind_of(spec_class: type) -> str:
+    """The kind `spec_class` registers as: its `kind` field's one literal value, which is also its default."""
     info = getattr(spec_class, "__pydantic_fields__", {}).get("kind")
     literal = info is not None and typing.get_origin(info.annotation) is Literal
     values = typing.get_args(info.annotation) if literal else ()
     if len(values) != 1 or info.default != values[0]:
-        raise TypeError(f"backend spec {spec_class.__name__} needs an @engine_config field "
+        raise TypeError(f"backend spec {_name(spec_class)} needs an @engine_config field "
                         f"`kind: Literal[\"<kind>\"]` whose default is that kind")
+    for member in ("build", "loads_model_folders"):
+        if not hasattr(spec_class, member):
+            raise TypeError(f"backend spec {_name(spec_class)} has no `{member}` (see BackendSpecClass)")
     return values[0]
 
 
-def backend_kinds() -> tuple[str, ...]:
-    return tuple(_SPECS)
+def _name(spec_class) -> str:
+    return getattr(spec_class, "__name__", type(spec_class).__name__)
 
 
-def spec_class(kind: str) -> type:
-    if kind not in _SPECS:
-        raise ValueError(f"unknown backend kind {kind!r}; registered kinds: {', '.join(_SPECS)}")
-    return _SPECS[kind]
+BACKENDS: Registry[type] = Registry(
+    "backend kind", __package__, group="orchrm.backends", key=_kind_of,
+    skip=("base", "coalescing", "embedded", "factory", "grammar_constraint", "registry"))
+register_backend = BACKENDS.register  # registers a spec class under the kind its `kind` field names (a decorator)
+backend_kinds = BACKENDS.names
+spec_class = BACKENDS.named  # the spec class of a kind (or of a dotted path to a spec class)
 
 
 @functools.cache

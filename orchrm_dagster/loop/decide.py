@@ -37,7 +37,7 @@ class Step:
     attempt: int  # earlier failed runs of the same key
     why: str
     batch: Batch | None = None  # ingest
-    cut: NewBatch | None = None  # ingest of a batch this decision cut, recorded (glue.loop.prepare_steps) first
+    cut: NewBatch | None = None  # ingest of a batch this decision cut, recorded (assets/loop.py prepare_steps) first
     round: int | None = None  # rollout (the checkpoint's round), round (the round to start)
     benchmark: str | None = None  # rollout
     policy: str | None = None  # rollout

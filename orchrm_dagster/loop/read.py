@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from orchrm_dagster.grpo import policy_manifest, read_table
+from orchrm_dagster.grpo import policy_manifest, read_table, round_tokens
 from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
 from orchrm_dagster.pairs import current_pair_ids, pairs_inputs
 from orchrm_dagster.rm import (batches_to_score, champion_refusals, current_champions, latest_version,
@@ -89,7 +89,7 @@ def rounds(root: StorageRoot) -> tuple[Round, ...]:
         rolls_out = row is rows[-1] and row["promoted"]  # only the last round may still roll out, if promoted
         manifest = policy_manifest(root, row["round"]) if rolls_out else {}
         found.append(Round(row["round"], row["policy_checkpoint"], bool(row["promoted"]),
-                           row["generation_tokens"] + row["reward_tokens"] + row["rollout_tokens"],
+                           round_tokens(row),
                            manifest.get("benchmark", ""), manifest.get("scratch_policy", ""),
                            tuple(manifest.get("train_problems", ()))))
     return tuple(found)

@@ -27,7 +27,7 @@ class Round:
     round: int
     policy: str  # its checkpoint's name as a policy
     promoted: bool
-    tokens: int  # generation, reward and rollout tokens it spent
+    tokens: int  # every token it spent (grpo.round_tokens)
     benchmark: str
     base_policy: str  # the policy whose plans its checkpoint's are preferred over
     train_problems: tuple[str, ...]

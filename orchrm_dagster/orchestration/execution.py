@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 
 from orchrm_dagster.contract import CONTRACT_VERSION, DEFAULT_ENVIRONMENT, RunErrorKind
-from orchrm_dagster.environments import Executor, Labeled, PlanJob, execute_and_label, executor_for
+from orchrm_dagster.environments import Executor, PlanJob, executor_for
 from orchrm_dagster.llm import LLMBackend
 from orchrm_dagster.mas import ExecutionResult
 from orchrm_dagster.orchestration.sampling import PlanSample
@@ -37,11 +37,6 @@ def plan_job(sample: PlanSample) -> PlanJob:
     """The execution of one sampled plan: its question, choices, reference answer and the run's seed."""
     return PlanJob(sample.question, sample.plan, sample.answer_type, sample.seed, sample.choices,
                    sample.reference_answer)
-
-
-def execute_and_label_samples(samples: list[PlanSample], executor: Executor) -> list[Labeled]:
-    """Executes sampled plans in the executor's environment and labels each against its reference."""
-    return execute_and_label([plan_job(s) for s in samples], executor)
 
 
 def run_record(sample: PlanSample, result: ExecutionResult | None, executor: Executor,

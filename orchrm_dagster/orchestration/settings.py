@@ -6,11 +6,11 @@ import dataclasses
 from typing import Literal
 
 from orchrm_dagster.engine_config import Field, engine_config, sections_config
-from orchrm_dagster.environments import environments
+from orchrm_dagster.environments import ENVIRONMENTS, environments
 from orchrm_dagster.mas import AgentSettings
 from orchrm_dagster.rm import ScoringSettings
 
-EnvironmentName = Literal[tuple(environments())]
+EnvironmentName = ENVIRONMENTS.name_type
 EnvironmentSettings = sections_config(
     "EnvironmentSettings", "Each environment's own settings, by name (read only for the chosen `environment`).",
     environments(), __name__)
@@ -44,8 +44,8 @@ class ExecutionSettings:
     scoring: ScoringSettings = Field(default_factory=ScoringSettings,
                                      description="How the reward model scores plans with selection=orchrm_bon")
     environment: EnvironmentName = Field(
-        default="agents", description="Where plans execute and where their correctness comes from: " + "; ".join(
-            f"{name}: {entry.description}" for name, entry in environments().items()))
+        default="agents", description="Where plans execute and where their correctness comes from: "
+                                      + ENVIRONMENTS.described())
     environment_settings: EnvironmentSettings = Field(default_factory=EnvironmentSettings,
                                                       description="Each environment's own settings section, by name")
 

@@ -31,10 +31,6 @@ class Cell:
         return safe_name(f"{self.benchmark}|{self.policy}")
 
 
-def partition_folder(cell: Cell) -> str:
-    return cell.folder
-
-
 def execution_batch_name(cell: Cell, settings=None) -> str:
     """The landing-zone file the executed runs of one (benchmark, policy) cell land as (Best-of-N executions land
     apart, as `...-best-of-N.jsonl`)."""

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from orchrm_dagster.rm.checkpoints import is_new_champion
 from orchrm_dagster.rm.floor import Floor
 
 CHAMPION_FILE = "champion.json"
+# Accuracies are ratios of counts; without a tolerance 0.9 - 0.01 > 0.89 in floating point.
+_TOLERANCE = 1e-9
 
 
 class NoChampion(LookupError):
@@ -49,6 +50,13 @@ def newest_champion(champions: Mapping[str, int]) -> int | None:
     """The newest version that is champion of some domain. It changes whenever any domain's champion does (a new
     champion is always the version just trained, newer than every version before it), so it names the set."""
     return max(champions.values(), default=None)
+
+
+def is_new_champion(challenger_accuracy: float, champion_accuracy: float | None, margin: float) -> bool:
+    """A challenger replaces the champion unless it is worse by more than `margin` (or there is no champion)."""
+    if champion_accuracy is None:
+        return True
+    return challenger_accuracy >= champion_accuracy - margin - _TOLERANCE
 
 
 @dataclass(frozen=True)

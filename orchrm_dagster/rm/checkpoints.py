@@ -1,14 +1,12 @@
-"""Versioned reward-model checkpoints under a local root, and the champion/challenger rule.
-
-Layout: root/v0001/{manifest.json, training_pairs.parquet, model/...}, root/v0002/..., one folder per trained
-version.
+"""Reward-model versions in the checkpoint store (`storage.CheckpointStore`): `checkpoints/rm/v0001/` holds
+manifest.json, the model (`model/`), the pairs it trained and validated on (training_pairs.parquet), their problems
+and the pair ids of the tables then; `champion.json` beside the versions names each domain's champion. What is
+particular to reward models is here: the manifest's fields, the files beside a version, the settings it trained with.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,24 +16,55 @@ import pyarrow.parquet as pq
 
 from orchrm_dagster.contract import RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE
 from orchrm_dagster.pairs import TRAIN, VALIDATION
+from orchrm_dagster.rm.champions import CHAMPION_FILE
 from orchrm_dagster.rm.config import RMTrainConfig, backbone_label
 from orchrm_dagster.rm.data import PAIR_COLUMNS, PairTexts
+# MODEL_SUBDIR and read_manifest are the store's, named here too (`rm.MODEL_SUBDIR`, `rm.read_manifest`)
+from orchrm_dagster.storage import (MANIFEST, MODEL_SUBDIR, CheckpointStore, StorageRoot,  # noqa: F401
+                                    finished_manifests, folder_name, folder_numbers, read_manifest)
+from orchrm_dagster.storage import write_manifest as _write_manifest
 
-MANIFEST = "manifest.json"
-MODEL_SUBDIR = "model"  # the trained model (safetensors + tokenizer) inside a version folder
+PAIR_PROBLEMS_FILE = "pair_problems.json"  # the problems of every pair a version saw, for held-out evaluation
+PAIR_IDS_FILE = "pair_ids.parquet"  # every pair in the tables when a version trained: new pairs are counted from it
 MANIFEST_FIELDS = ("version", "backbone", "pair_set_fingerprint", "n_train_pairs", "n_validation_pairs", "config",
                    "metrics", "created_at", "train_seconds", "pairs_per_second")
-_VERSION_DIR = re.compile(r"^v(\d+)$")
-# Accuracies are ratios of counts; without a tolerance 0.9 - 0.01 > 0.89 in floating point.
-_TOLERANCE = 1e-9
+VERSION_PREFIX = "v"
+TRAINING_LOCK = "reward-model"  # one training at a time per root, on any host: versions are numbered in order
+
+
+def rm_store(root: StorageRoot) -> CheckpointStore:
+    return CheckpointStore(root, "rm", VERSION_PREFIX, TRAINING_LOCK)
+
+
+def checkpoints_dir(root: StorageRoot) -> Path:
+    """Local folder of the checkpoints: under a local root; for an object store a local mirror that is uploaded."""
+    return rm_store(root).local_dir()
+
+
+def synced_checkpoints_dir(root: StorageRoot) -> Path:
+    """The checkpoints folder, up to date with the storage root: on an object store, a fresh machine (an empty
+    local mirror) first fetches the champion pointer and every version's manifest, so versions continue from the
+    last one and nothing is overwritten. Weights come when used (`model_dir`)."""
+    return rm_store(root).sync(pointers=(CHAMPION_FILE,), small=(MANIFEST, PAIR_PROBLEMS_FILE, PAIR_IDS_FILE))
+
+
+def model_dir(root: StorageRoot, version: int) -> str:
+    """The local folder of `version`'s weights, fetched from the object store the first time."""
+    return str(rm_store(root).fetch(version, MODEL_SUBDIR))
+
+
+def upload_version(root: StorageRoot, version: int) -> None:
+    """A finished version and the champion pointer, put on the object store (nothing to do on a local root)."""
+    rm_store(root).upload(version, pointers=(CHAMPION_FILE,))
 
 
 def version_dir(root: str, version: int) -> str:
-    return os.path.join(root, f"v{version:04d}")
+    """A version's folder in a local checkpoints folder `root`."""
+    return os.path.join(root, folder_name(VERSION_PREFIX, version))
 
 
 def next_version(root: str) -> int:
-    return max(_existing_versions(root), default=0) + 1
+    return max(folder_numbers(root, VERSION_PREFIX), default=0) + 1
 
 
 def build_manifest(version: int, config: RMTrainConfig, pair_set_fingerprint: str, n_train_pairs: int,
@@ -55,22 +84,12 @@ def build_manifest(version: int, config: RMTrainConfig, pair_set_fingerprint: st
 
 
 def write_manifest(version_dir: str, manifest: dict) -> str:
-    """Write manifest.json atomically (a reader never sees half a file); returns its path."""
+    """Write manifest.json atomically (a reader never sees half a file), once it has every field; returns its
+    path."""
     missing = [name for name in MANIFEST_FIELDS if name not in manifest]
     if missing:
         raise ValueError(f"manifest lacks {missing}")
-    os.makedirs(version_dir, exist_ok=True)
-    path = os.path.join(version_dir, MANIFEST)
-    partial = path + ".partial"
-    with open(partial, "w") as out:
-        json.dump(manifest, out, indent=2, sort_keys=True)
-    os.replace(partial, path)
-    return path
-
-
-def read_manifest(version_dir: str) -> dict:
-    with open(os.path.join(version_dir, MANIFEST)) as source:
-        return json.load(source)
+    return _write_manifest(version_dir, manifest)
 
 
 def saved_config(manifest: dict, run: RMTrainConfig | None = None) -> RMTrainConfig:
@@ -118,23 +137,4 @@ def split_pairs(saved: pl.DataFrame, split: str) -> PairTexts:
 
 def list_versions(root: str) -> list[dict]:
     """Every version folder with a manifest, oldest first: the manifest's fields plus `version` and `path`."""
-    versions = []
-    for version in sorted(_existing_versions(root)):
-        path = version_dir(root, version)
-        if os.path.exists(os.path.join(path, MANIFEST)):
-            versions.append({**read_manifest(path), "version": version, "path": path})
-    return versions
-
-
-def is_new_champion(challenger_accuracy: float, champion_accuracy: float | None, margin: float) -> bool:
-    """A challenger replaces the champion unless it is worse by more than `margin` (or there is no champion)."""
-    if champion_accuracy is None:
-        return True
-    return challenger_accuracy >= champion_accuracy - margin - _TOLERANCE
-
-
-def _existing_versions(root: str) -> list[int]:
-    if not os.path.isdir(root):
-        return []
-    matches = (_VERSION_DIR.match(entry.name) for entry in Path(root).iterdir() if entry.is_dir())
-    return [int(m.group(1)) for m in matches if m]
+    return finished_manifests(root, VERSION_PREFIX, key="version")

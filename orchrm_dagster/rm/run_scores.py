@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import RM_SCORES, WAREHOUSE_TABLES
 from orchrm_dagster.rm.config import ScoringSettings
 from orchrm_dagster.rm.domains import DomainScorer, benchmark_domains, domain_of
-from orchrm_dagster.rm.lifecycle import champion_refusals, current_champions, domain_scorer
+from orchrm_dagster.rm.versions import champion_refusals, current_champions, domain_scorer
 from orchrm_dagster.storage import ParquetSink, StorageRoot, scan_files
 
 

@@ -102,10 +102,6 @@ def pad_right(batch_ids: list[list[int]], pad_token_id: int) -> tuple[torch.Tens
     return input_ids, attention_mask
 
 
-def clear_scorer_cache() -> None:
-    _load.cache_clear()
-
-
 @functools.lru_cache(maxsize=4)
 def _load(model_dir: str, device: str, weights_stamp: tuple):
     # weights_stamp is part of the cache key so that a model retrained into the same folder is reloaded.

@@ -1,27 +1,25 @@
-"""How `orchrm serve` runs: where it listens, how it batches, what it accepts.
-
-A plain frozen dataclass, not an `engine_config`: the service is started from the CLI, never from a Dagster run, so
-there is no launchpad to show it on.
-"""
+"""How `orchrm serve` runs: where it listens, how it batches, what it accepts (an engine config: `orchrm serve`'s
+flags are generated from its fields)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.rm import ScoringSettings
 
 
-@dataclass(frozen=True)
+@engine_config
 class ServeSettings:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_batch_plans: int = 64  # (question, plan) inputs scored together at most; a larger request is scored alone
-    max_wait_ms: float = 5.0  # how long the first request of a batch waits for others to join it
-    poll_seconds: float = 2.0  # how often the champion pointer is checked for a new champion
-    max_plans: int = 64  # plans per request
-    max_text_chars: int = 100_000  # characters per question and per plan
-    max_body_bytes: int = 4 * 1024 * 1024
-    scoring: ScoringSettings = field(default_factory=ScoringSettings)
+    host: str = Field(default="127.0.0.1", description="Address to listen on (0.0.0.0: every one)")
+    port: int = Field(default=8000, description="Port to listen on")
+    max_batch_plans: int = Field(default=64, description="Plans scored in one forward batch at most (concurrent "
+                                                         "requests share a batch; a larger request is scored alone)")
+    max_wait_ms: float = Field(default=5.0, description="How long a request waits for others to join its batch")
+    poll_seconds: float = Field(default=2.0, description="How often the champion pointer is checked; a new champion "
+                                                         "is loaded without a restart")
+    max_plans: int = Field(default=64, description="Plans per request")
+    max_text_chars: int = Field(default=100_000, description="Characters per question and per plan")
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, description="Bytes of a request body")
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings, description="How the champion scores plans")
 
     def __post_init__(self):
         for name in ("max_batch_plans", "max_plans", "max_text_chars", "max_body_bytes"):

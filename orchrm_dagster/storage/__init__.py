@@ -1,9 +1,11 @@
 """Where the data lives: the storage root (local folder or S3), Parquet writing, DuckDB and Polars access."""
 
+from orchrm_dagster.storage.batch_index import no_cycle_collection, publish_batch, read_index, record_ingest
 from orchrm_dagster.storage.batches import (BatchFile, BatchView, LandingView, NewBatch, batch_holding, batch_members,
                                             batch_name, files_fingerprint, ingested_state, land, landing_view,
-                                            no_cycle_collection, publish_batch, read_index, record_ingest,
                                             register_batches)
+from orchrm_dagster.storage.checkpoints import (MANIFEST, MODEL_SUBDIR, CheckpointStore, finished_manifests,
+                                                folder_name, folder_numbers, read_manifest, write_manifest)
 from orchrm_dagster.storage.duck import bulk_settings, duckdb_settings
 from orchrm_dagster.storage.locks import LockTimeout, root_lock
 from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for,
@@ -26,11 +28,12 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "BatchFile", "BatchView", "LANDING_SUFFIXES", "LandedFile", "LandingView", "LockTimeout", "NewBatch",
-    "NotAReadStatement", "ParquetSink", "StorageRoot", "StorageSettings", "Warehouse", "WarehouseBusy",
-    "batch_holding", "batch_id_for", "batch_members", "batch_name", "bulk_settings", "check_read_only",
-    "default_storage_url", "duckdb_settings", "files_fingerprint", "ingested_state", "land", "landing_view",
-    "local_work_dir", "no_cycle_collection", "publish_batch", "read_index", "record_ingest", "register_batches",
-    "root_cache_dir",
-    "root_lock", "safe_name", "scan_files", "scan_table", "table_files", "written_whole",
+    "BatchFile", "BatchView", "CheckpointStore", "LANDING_SUFFIXES", "LandedFile", "LandingView", "LockTimeout",
+    "MANIFEST", "MODEL_SUBDIR", "NewBatch", "NotAReadStatement", "ParquetSink", "StorageRoot", "StorageSettings",
+    "Warehouse", "WarehouseBusy", "batch_holding", "batch_id_for", "batch_members", "batch_name", "bulk_settings",
+    "check_read_only", "default_storage_url", "duckdb_settings", "files_fingerprint", "finished_manifests",
+    "folder_name", "folder_numbers", "ingested_state", "land", "landing_view", "local_work_dir",
+    "no_cycle_collection", "publish_batch", "read_index", "read_manifest", "record_ingest", "register_batches",
+    "root_cache_dir", "root_lock", "safe_name", "scan_files", "scan_table", "table_files", "write_manifest",
+    "written_whole",
 ]

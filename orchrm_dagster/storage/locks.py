@@ -1,9 +1,11 @@
 """A lock on a storage root, for the steps that must not interleave even across Dagster instances or hosts (two
 ingests de-duplicating run_ids against each other, two trainings taking the same version number).
 
-On a local root it is a file lock in <root>/.locks/. On S3 it is a lease object created with a conditional PUT
-(`If-None-Match: *`, which S3 and its compatibles refuse when the object exists): the holder deletes it when done;
-a lease older than `lease_s` (a holder that died) is broken by the next one to wait for it.
+On a local root it is a file lock in <root>/.locks/ (the system frees it when its process dies). On S3 it is a lease
+object created with a conditional PUT (`If-None-Match: *`, which S3 and its compatibles refuse when the object
+exists): the holder renews it every `lease_s / 3` while it holds it (a step may hold it for hours) and deletes it
+when done. A lease is broken by the next one to want it once it has expired (its holder died, or lost the network,
+`lease_s` ago at most), or at once when its holder was a process of this host that no longer runs (kill -9).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +29,7 @@ class LockTimeout(TimeoutError):
 
 
 @contextmanager
-def root_lock(root: StorageRoot, name: str, timeout_s: float = 600.0, lease_s: float = 3600.0) -> Iterator[None]:
+def root_lock(root: StorageRoot, name: str, timeout_s: float = 600.0, lease_s: float = 300.0) -> Iterator[None]:
     path = root.path(".locks", f"{name}.lock")
     if root.is_local:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -41,9 +44,15 @@ def root_lock(root: StorageRoot, name: str, timeout_s: float = 600.0, lease_s: f
             lock.release()
         return
     token = _acquire_lease(root, path, timeout_s, lease_s)
+    held = threading.Event()
+    renewal = threading.Thread(target=_renew, args=(root, path, token, lease_s, held), daemon=True,
+                               name=f"orchrm-lease-{name}")
+    renewal.start()
     try:
         yield
     finally:
+        held.set()
+        renewal.join()
         _release_lease(root, path, token)
 
 
@@ -59,7 +68,7 @@ def _acquire_lease(root: StorageRoot, path: str, timeout_s: float, lease_s: floa
             _put_if_absent(root, bucket, key, body)
             return token
         except FileExistsError:
-            if _expired(root, path):
+            if _stale(root, path):
                 root.fs.rm(path)  # its holder died: break the lease
                 continue
         if time.monotonic() > deadline:
@@ -75,11 +84,34 @@ def _put_if_absent(root: StorageRoot, bucket: str, key: str, body: bytes) -> Non
     root.fs.invalidate_cache(f"{bucket}/{key}")
 
 
-def _expired(root: StorageRoot, path: str) -> bool:
+def _stale(root: StorageRoot, path: str) -> bool:
+    """The lease expired, or its holder was a process of this host that is gone."""
     try:
-        return json.loads(root.fs.cat_file(path))["expires"] < time.time()
-    except (FileNotFoundError, ValueError, KeyError):
+        lease = json.loads(root.fs.cat_file(path))
+    except (FileNotFoundError, ValueError):
         return False
+    if lease.get("expires", float("inf")) < time.time():
+        return True
+    return lease.get("host") == socket.gethostname() and not _running(lease.get("pid"))
+
+
+def _running(pid) -> bool:
+    import psutil
+
+    return isinstance(pid, int) and psutil.pid_exists(pid)
+
+
+def _renew(root: StorageRoot, path: str, token: str, lease_s: float, held: threading.Event) -> None:
+    """Pushes the lease's expiry on while it is held; a missed renewal is retried at the next (the lease outlives
+    two). Stops if the lease is no longer this holder's."""
+    while not held.wait(lease_s / 3):
+        try:
+            lease = json.loads(root.fs.cat_file(path))
+            if lease.get("token") != token:
+                return
+            root.fs.pipe_file(path, json.dumps({**lease, "expires": time.time() + lease_s}).encode())
+        except Exception:  # noqa: BLE001 (a network error: the lease still holds until it expires)
+            continue
 
 
 def _release_lease(root: StorageRoot, path: str, token: str) -> None:

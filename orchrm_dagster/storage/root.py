@@ -160,7 +160,7 @@ class StorageRoot:
         one atomic write (a rename, a single PUT). Readers see the old parts or the new ones, never a mix; a crash
         before the switch leaves the batch as it was. Generations older than the previous one are removed. Returns
         the new generation (the batch index follows those of `runs` and `labels`: their writers tell it, see
-        `storage.batches`)."""
+        `storage.batch_index`)."""
         folder = self.batch_dir(table, batch_id)
         generation = f"g{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         self.fs.makedirs(f"{folder}/{generation}", exist_ok=True)

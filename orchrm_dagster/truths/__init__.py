@@ -15,7 +15,8 @@ from orchrm_dagster.truths.base import TruthFunction
 
 __all__ = ["TRUTHS", "TruthFunction", "register_truth", "truth_named", "truth_names", "truths"]
 
-TRUTHS: Registry[TruthFunction] = Registry("truth function", __name__, skip=("base",))
+TRUTHS: Registry[TruthFunction] = Registry("truth function", __name__, group="orchrm.truths", skip=("base",),
+                                            entry_type=TruthFunction)
 register_truth = TRUTHS.register
 truths = TRUTHS.all
 truth_names = TRUTHS.names

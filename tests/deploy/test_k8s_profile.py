@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-GPU_ASSETS = {"orchestration_samples", "execution_artifacts", "reward_model", "rm_scores", "plan_scores", "grpo_round"}
+GPU_ASSETS = {"orchestration_samples", "execution_artifacts", "reward_model", "rm_scores", "plan_scores", "grpo_round",
+              "evaluation"}
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def test_the_k8s_profile_runs_every_job_with_the_k8s_job_executor(k8s_defs):
 
 
 def test_an_unknown_profile_is_refused(monkeypatch):
-    from orchrm_dagster.glue.deployment import profile
+    from assets.deployment import profile
 
     monkeypatch.setenv("ORCHRM_DEPLOYMENT", "swarm")
     with pytest.raises(ValueError, match="local, k8s"):
@@ -79,7 +80,7 @@ def test_gpu_steps_get_a_gpu_pod_on_the_gpu_pool(k8s_defs, asset):
     assert any(t.key == "nvidia.com/gpu" for t in spec.tolerations)
 
 
-@pytest.mark.parametrize("asset", ["runs", "labels", "pairs", "problems", "evaluation"])
+@pytest.mark.parametrize("asset", ["runs", "labels", "pairs", "problems"])
 def test_cpu_steps_ask_for_cpu_only(k8s_defs, asset):
     spec = _pod(k8s_defs, asset)
     resources = spec.containers[0].resources
@@ -163,7 +164,7 @@ def test_the_vllm_manifest_serves_the_openai_api_on_a_gpu_node():
 
 
 def test_the_llm_config_the_vllm_manifest_documents_is_what_the_llm_resource_takes():
-    from orchrm_dagster.glue.resources import LLMBackendResource
+    from assets.resources import LLMBackendResource
 
     header = next(line for line in (ROOT / "deploy/k8s/vllm-server.yaml").read_text().splitlines()
                   if "llm resource config" in line)
@@ -191,3 +192,15 @@ def test_the_grpo_vllm_manifest_runs_trls_weight_syncing_server_on_a_gpu_node():
     documented = GRPOSettings.__pydantic_fields__["vllm_server_url"].description
     assert f"http://{service['metadata']['name']}.orchrm.svc:{port}" in documented and "trl vllm-serve" in documented
     assert "trl-vllm-serve.yaml" in (ROOT / "deploy/k8s/vllm-server.yaml").read_text().split("apiVersion")[0]
+
+
+def test_a_steps_pool_and_its_pod_agree(k8s_defs):
+    """A step that asks for a GPU pod waits in the gpu pool, and only such a step: the two are one decision."""
+    graph = k8s_defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        if node.assets_def.op.tags is None or node.is_external:
+            continue
+        gpu = "nvidia.com/gpu" in str(node.assets_def.op.tags.get("dagster-k8s/config", ""))
+        assert node.assets_def.op.pool == ("gpu" if gpu else "warehouse"), key.to_user_string()
+        assert gpu == (key.to_user_string() in GPU_ASSETS), key.to_user_string()

@@ -13,16 +13,14 @@ from ..evaluation.test_evaluate import ingest
 
 
 def test_the_registry_is_the_only_list_of_environments_and_truths():
-    import typing
-
     import click
 
-    from orchrm_dagster.glue.cli import loop_command, orchestrate_command
-    from orchrm_dagster.orchestration.settings import EnvironmentName
+    from orchrm_dagster.app.cli.loop import command as loop_command
+    from orchrm_dagster.app.cli.orchestrate import command as orchestrate_command
     from orchrm_dagster.truths import truths
 
     assert set(environment_names()) >= {"agents", "simulated"} and ExecutionSettings().environment == "agents"
-    assert typing.get_args(EnvironmentName) == environment_names()
+    assert all(ExecutionSettings(environment=name).environment == name for name in environment_names())
     sections = ExecutionSettings().environment_settings
     assert {name: type(getattr(sections, name)) for name in environment_names()} == {
         name: entry.config for name, entry in environments().items()}

@@ -24,6 +24,16 @@ LOWEST_RUN_ID = EvaluationMethod(
     choose=lowest_run_id, executes_all=False)
 
 
+def first_run_accuracy(records: list[dict], seen: list[str]) -> float:
+    """What `lowest_run_id` scores at N = 8 on `evaluated_root`: with all 8 runs of a problem drawn, the lowest
+    run_id is always the problem's first run."""
+    first_runs = {}
+    for record in sorted(records, key=lambda r: r["run_id"]):
+        if record["problem_id"] not in seen:
+            first_runs.setdefault(record["problem_id"], record)
+    return sum(r["is_correct"] for r in first_runs.values()) / len(first_runs)
+
+
 @pytest.fixture
 def with_lowest_run_id(monkeypatch):
     monkeypatch.setattr(registry.METHODS, "_entries", dict(registered_methods()))  # forgotten after the test
@@ -36,13 +46,7 @@ def test_a_method_registered_in_a_test_is_evaluated_end_to_end(evaluated_root, w
     outcome = evaluate(root, EvaluationSettings(methods=("single", "lowest_run_id"), verifier=NO_SIMILARITY))
     at = {(r["method"], r["n"]): r for r in outcome.rows}
     assert {n for method, n in at if method == "lowest_run_id"} == {1, 2, 4, 8}
-    # with all 8 runs of a problem drawn, the lowest run_id is always the first run
-    first_runs = {}
-    for record in sorted(records, key=lambda r: r["run_id"]):
-        if record["problem_id"] not in seen:
-            first_runs.setdefault(record["problem_id"], record)
-    expected = sum(r["is_correct"] for r in first_runs.values()) / len(first_runs)
-    assert at[("lowest_run_id", 8)]["accuracy"] == pytest.approx(expected)
+    assert at[("lowest_run_id", 8)]["accuracy"] == pytest.approx(first_run_accuracy(records, seen))
     assert at[("lowest_run_id", 8)]["verification_tokens"] == 0
     assert at[("lowest_run_id", 1)]["accuracy"] == at[("single", 1)]["accuracy"]
 
@@ -55,7 +59,7 @@ def test_an_unknown_method_is_refused_naming_it_and_the_known_ones():
 
 
 def test_two_methods_cannot_share_a_name(with_lowest_run_id):
-    with pytest.raises(ValueError, match="two evaluation methods are named 'lowest_run_id'"):
+    with pytest.raises(ValueError, match="evaluation method 'lowest_run_id' is registered already"):
         register_method(EvaluationMethod(name="lowest_run_id", description="another", kind=MethodKind.RANKED,
                                          choose=lowest_run_id, executes_all=True))
 

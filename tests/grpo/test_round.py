@@ -88,11 +88,10 @@ def test_a_crashed_round_publishes_nothing_and_the_next_attempt_resumes_from_its
 
 
 def test_two_rounds_never_run_at_once(champion_root, tiny_policy):
-    from filelock import FileLock
+    from orchrm_dagster.grpo.checkpoints import round_lock
+    from orchrm_dagster.storage import StorageRoot
 
-    from orchrm_dagster.storage import local_work_dir
-
-    with FileLock(str(local_work_dir(champion_root) / "grpo" / "round.lock")):
+    with round_lock(StorageRoot(champion_root.url)):  # the root's lock, as another host holding the same root
         with pytest.raises(RuntimeError, match="another GRPO round"):
             run_round(champion_root, 1, SETTINGS, registry(tiny_policy), TransformersSpec())
 

@@ -130,7 +130,7 @@ class YesNoLabeler:
 
 @pytest.fixture
 def with_yes_no(monkeypatch):
-    monkeypatch.setattr(labeler_registry, "_REGISTERED", dict(labelers()))  # forgotten after the test
+    monkeypatch.setattr(labeler_registry.LABELERS, "_entries", dict(labelers()))  # forgotten after the test
     register_labeler(YesNoLabeler())
 
 
@@ -158,5 +158,5 @@ def test_an_answer_type_no_labeler_registered_is_refused_where_it_is_configured(
 
 
 def test_two_labelers_for_one_answer_type_are_refused(with_yes_no):
-    with pytest.raises(ValueError, match="two labelers for answer type 'yesno'"):
+    with pytest.raises(ValueError, match="answer_type 'yesno' is registered already, by YesNoLabeler 'yes_no'"):
         register_labeler(YesNoLabeler())

@@ -3,7 +3,7 @@ backend by `kind` and are refused, naming the kind and the field, when they are 
 
 from __future__ import annotations
 
-from pathlib import Path
+import pkgutil
 from typing import ClassVar, Literal, get_args
 
 import pydantic
@@ -58,7 +58,7 @@ class EchoSpec:
 
 @pytest.fixture
 def echo_registered(monkeypatch):
-    monkeypatch.setattr(registry, "_SPECS", dict(registry._SPECS))  # registered for this test only
+    monkeypatch.setattr(registry.BACKENDS, "_entries", dict(registry.BACKENDS.all()))  # registered for this test only
     register_backend(EchoSpec)
 
 
@@ -81,15 +81,15 @@ def test_a_policy_can_move_the_subagents_backend_to_a_registered_kind(echo_regis
 
 
 def test_every_backend_module_registers_one_spec_and_the_config_union_takes_them_all():
-    modules = sorted(path.stem for path in Path(llm.__file__).parent.glob("*_backend.py"))
-    registered = {spec_class(kind).__module__.rsplit(".", 1)[1] for kind in backend_kinds()}
-    assert registered == set(modules)
+    modules = {module.name for module in pkgutil.iter_modules(llm.__path__)} - set(registry.BACKENDS.skip)
+    registered = [spec_class(kind).__module__.rsplit(".", 1)[1] for kind in backend_kinds()]
+    assert sorted(registered) == sorted(modules) and all(name.endswith("_backend") for name in modules)
     union = get_args(get_args(BackendSpec)[0])
     assert {spec.__pydantic_fields__["kind"].default for spec in union} == set(backend_kinds())
 
 
 def test_a_spec_class_without_a_kind_literal_or_with_a_taken_kind_is_refused(monkeypatch):
-    monkeypatch.setattr(registry, "_SPECS", dict(registry._SPECS))
+    monkeypatch.setattr(registry.BACKENDS, "_entries", dict(registry.BACKENDS.all()))
 
     @engine_config
     class NoKind:
@@ -126,7 +126,7 @@ def test_a_config_names_the_kind_and_the_field_it_gets_wrong(backend, names):
 
 
 def test_a_policy_naming_an_unknown_kind_or_a_field_its_kind_lacks_is_refused():
-    with pytest.raises(ValueError, match="unknown backend kind 'nope'; registered kinds: transformers"):
+    with pytest.raises(ValueError, match="unknown backend kind 'nope'; known: openai, transformers, vllm"):
         PolicySpec(name="p", backend_kind="nope")
     with pytest.raises(ValueError, match="TransformersSpec .*'transformers'.* has no field base_url"):
         PolicySpec(name="p", base_url="http://h/v1").backend_spec(TransformersSpec())

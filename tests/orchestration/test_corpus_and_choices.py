@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from orchrm_dagster.environments import executor_for
 from orchrm_dagster.grpo import GRPOSettings, Rollouts
 from orchrm_dagster.grpo.rewards.trajectory import TrajectoryReward
-from orchrm_dagster.grpo.round import _dataset
+from orchrm_dagster.grpo.problems import plan_dataset
 from orchrm_dagster.ingest import ingest_batch
 from orchrm_dagster.labels import label_batch
 from orchrm_dagster.mas import load_retriever, read_corpus
@@ -187,7 +187,7 @@ def test_choices_reach_the_orchestrator_the_subagents_and_the_label(choice_root)
 
 def test_choices_reach_grpos_dataset_and_the_trajectory_reward(choice_root):
     problems = select_problems(choice_root, "mcq", 1)
-    [row] = _dataset(PolicySpec(name="p"), problems, GRPOSettings(steps=1)).to_list()
+    [row] = plan_dataset(PolicySpec(name="p"), problems, GRPOSettings(steps=1)).to_list()
     assert row["choices"] == list(CHOICES) and LISTED in row["prompt"][0]["content"]
 
     backend = ScriptedBackend([(COT, "Answer: B")])

@@ -107,7 +107,7 @@ def test_export_and_import_through_s3(tmp_path, s3_endpoint):
 
 def test_the_cli_exports_the_pairs(root_with_pairs, tmp_path):
     path = tmp_path / "cli.parquet"
-    from orchrm_dagster.glue.cli import main
+    from orchrm_dagster.app.cli import main
 
     result = CliRunner().invoke(main, ["--storage", root_with_pairs.url, "export-pairs", str(path)])
     assert result.exit_code == 0, result.output

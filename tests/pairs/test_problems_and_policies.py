@@ -100,7 +100,7 @@ def test_the_pairs_asset_puts_only_verified_checkpoints_on_the_specialized_side(
     measured accuracy, beside specialized and base runs on the same problems; and imported pairs, one on a problem an
     evaluation held out."""
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.glue.commands import ingest_files, materialization_metadata, materialize_selection
+    from orchrm_dagster.app.commands import ingest_files, materialization_metadata, materialize_selection
     from orchrm_dagster.synthetic import generate_runs, write_jsonl
 
     defs = build_definitions()

@@ -3,9 +3,9 @@ import os
 
 import pytest
 
+from orchrm_dagster.rm.champions import is_new_champion
 from orchrm_dagster.rm.checkpoints import (
     build_manifest,
-    is_new_champion,
     list_versions,
     next_version,
     read_manifest,

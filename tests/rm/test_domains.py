@@ -12,9 +12,10 @@ from orchrm_dagster.ingest import ingest_batch
 from orchrm_dagster.rm import (NoChampion, RMTrainConfig, RewardScorer, ScoringSettings, batches_to_score,
                                checkpoint_table, current_champions, domain_of, read_champions, score_runs,
                                train_new_version)
+from orchrm_dagster.rm.challenger import domain_trainings
 from orchrm_dagster.rm.champions import crowned, gate, write_champions
+from orchrm_dagster.rm.checkpoints import checkpoints_dir
 from orchrm_dagster.rm.floor import Floor
-from orchrm_dagster.rm.lifecycle import checkpoints_dir, domain_trainings
 from orchrm_dagster.storage import land, scan_table
 
 from .toy import NO_FLOOR, toy_pairs

@@ -14,7 +14,7 @@ from orchrm_dagster.problems import load_problems, problem_sources, reference_an
 from orchrm_dagster.rm import (NoChampion, RMTrainConfig, ScoringSettings, champion_scorer, champion_standings,
                                current_champions, score_runs, train_new_version)
 from orchrm_dagster.rm.champions import write_champions
-from orchrm_dagster.rm.lifecycle import checkpoints_dir
+from orchrm_dagster.rm.checkpoints import checkpoints_dir
 from orchrm_dagster.storage import land
 
 from .toy import toy_pairs

@@ -11,7 +11,8 @@ from orchrm_dagster.labels import label_batch
 from orchrm_dagster.pairs import PairRules, build_pairs_table, current_pair_ids
 from orchrm_dagster.problems import load_problems, problem_sources, reference_answers
 from orchrm_dagster.rm import RMTrainConfig, train_on_current_pairs
-from orchrm_dagster.rm.lifecycle import PAIR_IDS_FILE, new_pairs_since_training
+from orchrm_dagster.rm.checkpoints import PAIR_IDS_FILE
+from orchrm_dagster.rm.versions import new_pairs_since_training
 from orchrm_dagster.storage import Warehouse, land
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 

@@ -10,7 +10,7 @@ HEAVY = ("dagster", "torch", "transformers", "polars", "sklearn")
 _PROBE = """
 import json, sys
 from click.testing import CliRunner
-from orchrm_dagster.glue.cli import main
+from orchrm_dagster.app.cli import main
 loaded_by_import = [m for m in {heavy!r} if m in sys.modules]
 results = [CliRunner().invoke(main, ["--storage", {root!r}, *args]) for args in {commands!r}]
 print(json.dumps({{"import": loaded_by_import, "loaded": [m for m in {heavy!r} if m in sys.modules],
@@ -38,7 +38,7 @@ def test_csv_lines_end_with_lf_so_tail_gets_the_bare_value(tmp_path):
     from orchrm_dagster.storage import StorageRoot, Warehouse
 
     Warehouse(StorageRoot(str(tmp_path))).refresh_views()
-    command = (f"{sys.executable} -m orchrm_dagster.glue.cli --storage {tmp_path} query --format csv "
+    command = (f"{sys.executable} -m orchrm_dagster.app.cli --storage {tmp_path} query --format csv "
                f"\"select 'a' k, 41 + 1 answer union all select 'b', 3 order by 1\" | tail -n 1")
     done = subprocess.run(["bash", "-c", command], capture_output=True, timeout=120, check=True)
     assert done.stdout == b"b,3\n"

@@ -1,10 +1,14 @@
-"""The engine's layers point one way: a test over every import statement of the package (AST, no imports run).
+"""The layers point one way: a test over every import statement of the project (AST, no imports run).
 
-- Only the Dagster glue (`orchrm_dagster/glue/`, `orchrm_dagster/definitions.py`) imports Dagster, and only
-  `definitions.py` imports `assets`: the glue serves the assets, never the other way round.
+app -> definitions -> assets -> engine:
+- `orchrm_dagster/app/` (the CLI, its commands, the main job, `orchrm loop`, the instance) stands on top; it may
+  import anything below it.
+- `orchrm_dagster/definitions.py` only assembles what `assets/` defines; it never imports the app.
+- `assets/` is the whole Dagster layer (assets, checks, jobs, sensors, resources, partitions, run configs, the loop's
+  run requests); it never imports the app or definitions.py, and reaches the engine through unit roots.
+- The engine (the rest of `orchrm_dagster`) imports none of them, nor Dagster.
 - A unit imports another unit only through its root (`from orchrm_dagster.llm import X`), never its internals.
 - A unit imports only the units it is allowed to (below it): the map below is the architecture, written down.
-- `assets/` reaches the engine through unit roots too.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     "training_logs": {"engine_config"},
     "storage": {"contract", "engine_config"},
     "plans": set(),
-    "llm": {"engine_config", "devices"},
-    "labels": {"contract", "engine_config", "storage"},
+    "llm": {"engine_config", "devices", "registry"},
+    "labels": {"contract", "engine_config", "storage", "registry"},
     "problems": {"contract", "engine_config", "storage", "labels"},
     "ingest": {"contract", "engine_config", "storage"},
     "pairs": {"contract", "engine_config", "storage"},
@@ -44,10 +48,10 @@ ALLOWED: dict[str, set[str]] = {
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
              "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
-    "serving": {"storage", "rm"},
+    "serving": {"storage", "rm", "engine_config"},
 }
-GLUE = {"glue", "definitions"}
-DAGSTER_MODULES = ("dagster", "dagster_k8s", "dagster_postgres", "assets")
+ABOVE = {"app", "definitions"}  # units of orchrm_dagster above the engine (definitions: definitions.py)
+DAGSTER_MODULES = ("dagster", "dagster_k8s", "dagster_postgres")
 
 
 def _unit(path: Path, package: Path = PACKAGE) -> str:
@@ -69,22 +73,33 @@ def _engine_files(package: Path = PACKAGE) -> list[Path]:
     return [p for p in sorted(package.rglob("*.py")) if p != package / "__init__.py"]
 
 
-def violations(package: Path = PACKAGE) -> list[str]:
+def _above(module: str) -> str | None:
+    """`app` or `definitions` when the module is (in) orchrm_dagster.app or orchrm_dagster.definitions."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "orchrm_dagster" and len(parts) > 1 and parts[1] in ABOVE else None
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    """Every import against the layers, in the project at `root` (its orchrm_dagster/ and assets/)."""
+    package = root / "orchrm_dagster"
     problems = []
     for path in _engine_files(package):
         unit = _unit(path, package)
-        where = path.relative_to(package.parent)
+        where = path.relative_to(root)
         for line, module in _imports(path):
             top = module.split(".")[0]
-            if unit not in GLUE and top in DAGSTER_MODULES:
-                problems.append(f"{where}:{line}: the engine imports {module} (only the glue may)")
-            if unit == "glue" and top == "assets":
-                problems.append(f"{where}:{line}: the glue imports {module} (only definitions.py assembles assets)")
+            if unit not in ABOVE and top in (*DAGSTER_MODULES, "assets"):
+                problems.append(f"{where}:{line}: the engine imports {module} (only assets/, definitions.py and "
+                                "orchrm_dagster/app/ may)")
+            if unit not in ABOVE and _above(module):
+                problems.append(f"{where}:{line}: the engine imports {module} (it stands above the engine)")
+            if unit == "definitions" and _above(module) == "app":
+                problems.append(f"{where}:{line}: definitions.py imports {module} (the app stands above it)")
             if top != "orchrm_dagster":
                 continue
             parts = module.split(".")
             target = parts[1] if len(parts) > 1 else None
-            if target is None or target == unit or unit in GLUE:
+            if target is None or target == unit or unit in ABOVE or target in ABOVE:
                 continue
             if len(parts) > 2:
                 problems.append(f"{where}:{line}: {module} is an internal of {target}; import from "
@@ -92,11 +107,16 @@ def violations(package: Path = PACKAGE) -> list[str]:
             if target not in ALLOWED.get(unit, set()):
                 problems.append(f"{where}:{line}: {unit} may not import {target} (allowed: "
                                 f"{', '.join(sorted(ALLOWED.get(unit, set()))) or 'nothing'})")
+    for path in sorted((root / "assets").rglob("*.py")):
+        where = path.relative_to(root)
+        for line, module in _imports(path):
+            if _above(module):
+                problems.append(f"{where}:{line}: assets/ imports {module} (it stands above the Dagster layer)")
     return problems
 
 
 def test_every_engine_unit_is_placed_in_the_layer_map():
-    units = {_unit(p) for p in _engine_files()} - GLUE - {"data"}
+    units = {_unit(p) for p in _engine_files()} - ABOVE - {"data"}
     assert units == set(ALLOWED), "add new units to ALLOWED with the units they may import"
 
 
@@ -123,30 +143,40 @@ def test_the_layer_map_has_no_cycle():
 
 def test_assets_reach_the_engine_through_unit_roots():
     problems = []
-    for path in sorted((ROOT / "assets").glob("*.py")):
+    for path in sorted((ROOT / "assets").rglob("*.py")):
         for line, module in _imports(path):
             parts = module.split(".")
-            if parts[0] == "orchrm_dagster" and len(parts) > 2 and parts[1] not in GLUE:
+            if parts[0] == "orchrm_dagster" and len(parts) > 2 and parts[1] not in ABOVE:
                 problems.append(f"{path.relative_to(ROOT)}:{line}: {module}")
     assert problems == []
 
 
-def test_the_glue_never_imports_assets(tmp_path):
-    probe = tmp_path / "orchrm_dagster" / "glue" / "probe.py"
+@pytest.mark.parametrize("where, bad, message", [
+    ("assets/probe.py", "from orchrm_dagster.app.commands import ingest_files",
+     "assets/ imports orchrm_dagster.app.commands"),
+    ("assets/probe.py", "import orchrm_dagster.definitions", "assets/ imports orchrm_dagster.definitions"),
+    ("orchrm_dagster/definitions.py", "from orchrm_dagster.app.cli import main",
+     "definitions.py imports orchrm_dagster.app.cli"),
+    ("orchrm_dagster/pairs/probe.py", "from assets.sensors import loop_sensor", "the engine imports assets.sensors"),
+    ("orchrm_dagster/pairs/probe.py", "from orchrm_dagster.app.instance import cli_instance",
+     "the engine imports orchrm_dagster.app.instance"),
+])
+def test_nothing_imports_what_stands_above_it(tmp_path, where, bad, message):
+    probe = tmp_path / where
     probe.parent.mkdir(parents=True)
-    probe.write_text("from assets.sensors import landing_zone_sensor\n")
-    [found] = violations(tmp_path / "orchrm_dagster")
-    assert "the glue imports assets.sensors" in found
+    probe.write_text(bad + "\n")
+    [found] = violations(tmp_path)
+    assert message in found and f"{where}:1" in found
 
 
 @pytest.mark.parametrize("bad, message", [
     ("from orchrm_dagster.storage.root import StorageRoot", "internal of storage"),
-    ("import dagster", "only the glue may"),
+    ("import dagster", "the engine imports dagster"),
     ("from orchrm_dagster.rm import RewardScorer", "may not import rm"),
 ])
 def test_the_check_catches_each_kind_of_violation(tmp_path, bad, message):
     probe = tmp_path / "orchrm_dagster" / "pairs" / "probe.py"
     probe.parent.mkdir(parents=True)
     probe.write_text(bad + "\n")
-    [found] = violations(tmp_path / "orchrm_dagster")
+    [found] = violations(tmp_path)
     assert message in found and "pairs/probe.py:1" in found

@@ -8,13 +8,14 @@ round around a method is one path for all of them: starting policy, held-out mea
 
 from __future__ import annotations
 
-from orchrm_dagster.grpo.methods.base import MethodContext, TrainingMethod, fine_tune, logged_tokens, method_prompts
+from orchrm_dagster.grpo.methods.base import MethodContext, TrainingMethod, fine_tune, method_prompts
 from orchrm_dagster.registry import Registry
 
-__all__ = ["MethodContext", "TrainingMethod", "fine_tune", "logged_tokens", "method_named", "method_names",
+__all__ = ["METHODS", "MethodContext", "TrainingMethod", "fine_tune", "method_named", "method_names",
            "method_prompts", "register_method", "registered_methods"]
 
-METHODS: Registry[TrainingMethod] = Registry("policy training method", __name__, skip=("base",))
+METHODS: Registry[TrainingMethod] = Registry("policy training method", __name__, group="orchrm.training_methods",
+                                             skip=("base",), entry_type=TrainingMethod)
 register_method = METHODS.register
 registered_methods = METHODS.all
 method_names = METHODS.names

@@ -7,8 +7,9 @@ from __future__ import annotations
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.grpo.methods import register_method
 from orchrm_dagster.grpo.methods.base import (MethodContext, TrainingMethod, fine_tune, fresh_output_dir,
-                                              logged_mean, logged_tokens, lora_config, method_prompts,
-                                              supervised_args)
+                                              method_prompts, supervised_args)
+from orchrm_dagster.grpo.problems import round_slice
+from orchrm_dagster.grpo.train import TrainOutcome, logged_mean, logged_tokens, lora_config
 
 
 @engine_config
@@ -46,9 +47,7 @@ def round_pairs(context: MethodContext, config: DPOMethodSettings) -> list[dict]
                          f"({', '.join(sources) or 'every source'}, off the held-out problems) in the `pairs` or "
                          f"`imported_pairs` tables of {context.root.url}: materialize `pairs` (or import published "
                          f"pairs) and retrain `reward_model` first")
-    rows = texts.to_dicts()
-    start = (context.round_number - 1) * config.pairs_per_round % len(rows)
-    return [rows[(start + i) % len(rows)] for i in range(min(config.pairs_per_round, len(rows)))]
+    return round_slice(texts.to_dicts(), context.round_number, config.pairs_per_round)
 
 
 def pair_dataset(context: MethodContext, pairs: list[dict]):
@@ -70,8 +69,6 @@ def pair_dataset(context: MethodContext, pairs: list[dict]):
 def train(config: DPOMethodSettings, context: MethodContext):
     from transformers import AutoTokenizer
     from trl import DPOConfig, DPOTrainer
-
-    from orchrm_dagster.grpo.train import TrainOutcome
 
     pairs = round_pairs(context, config)
     context.on_step(f"round {context.round_number}: DPO on {len(pairs)} pairs of reward model v{context.rm_version}")

@@ -7,7 +7,10 @@ import dataclasses
 
 from orchrm_dagster.engine_config import engine_config
 from orchrm_dagster.grpo.methods import register_method
-from orchrm_dagster.grpo.methods.base import MethodContext, TrainingMethod, logged_tokens
+from orchrm_dagster.grpo.methods.base import MethodContext, TrainingMethod
+from orchrm_dagster.grpo.problems import plan_dataset
+from orchrm_dagster.grpo.rewards import RewardContext, Rollouts, build_rewards
+from orchrm_dagster.grpo.train import logged_tokens, train_round
 
 
 @engine_config
@@ -16,17 +19,14 @@ class GRPOMethodSettings:
 
 
 def train(config: GRPOMethodSettings, context: MethodContext):
-    from orchrm_dagster.grpo.rewards import RewardContext, Rollouts
-    from orchrm_dagster.grpo.round import _dataset, _rewards
-    from orchrm_dagster.grpo.train import train_round
-
     settings = context.settings
     rollouts = Rollouts(context.executor)
-    rewards = _rewards(settings, RewardContext(context.scorer, rollouts, settings.device, settings.unparseable_margin))
+    rewards = build_rewards(settings, RewardContext(context.scorer, rollouts, settings.device,
+                                                    settings.unparseable_margin))
     context.on_step(f"round {context.round_number}: GRPO, {settings.steps} steps x {settings.group_size} plans "
                     f"({settings.reward_label} reward)")
-    trained = train_round(context.model_dir, _dataset(context.policy, context.problems, settings), rewards, settings,
-                          context.output_dir)
+    dataset = plan_dataset(context.policy, context.problems, settings)
+    trained = train_round(context.model_dir, dataset, rewards, settings, context.output_dir)
     return dataclasses.replace(trained, reward_tokens=sum(r.reward_tokens for r in rewards),
                                rollout_tokens=rollouts.tokens, training_tokens=logged_tokens(trained.log_history))
 

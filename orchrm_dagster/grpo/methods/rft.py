@@ -10,7 +10,9 @@ import time
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.grpo.methods import register_method
 from orchrm_dagster.grpo.methods.base import (MethodContext, TrainingMethod, fine_tune, fresh_output_dir,
-                                              logged_tokens, lora_config, method_prompts, supervised_args)
+                                              method_prompts, supervised_args)
+from orchrm_dagster.grpo.rewards import Rollouts
+from orchrm_dagster.grpo.train import TrainOutcome, logged_tokens, lora_config
 
 
 @engine_config
@@ -38,7 +40,7 @@ class Sampled:
 def sample_and_execute(context: MethodContext, config: RFTMethodSettings) -> Sampled:
     """The starting policy's plans for the round's problems, executed and labelled."""
     from orchrm_dagster.llm import build_backend
-    from orchrm_dagster.orchestration import execute_and_label_samples, sample_plans
+    from orchrm_dagster.orchestration import sample_plans
 
     settings = context.settings
     policy = dataclasses.replace(context.policy, temperature=settings.temperature)
@@ -47,17 +49,15 @@ def sample_and_execute(context: MethodContext, config: RFTMethodSettings) -> Sam
     started = time.perf_counter()
     samples = sample_plans(policy, backend, context.problems, config.samples_per_problem, seed=settings.seed)
     seconds = time.perf_counter() - started
-    labeled = execute_and_label_samples(samples, context.executor)
+    rollouts = Rollouts(context.executor)
+    labeled = rollouts.run_samples(samples)
     correct = [s.plan_parses and item.correct for s, item in zip(samples, labeled)]
-    return Sampled(samples, correct, sum(s.orchestrator_completion_tokens for s in samples), seconds,
-                   sum(item.result.prompt_tokens + item.result.completion_tokens for item in labeled))
+    return Sampled(samples, correct, sum(s.orchestrator_completion_tokens for s in samples), seconds, rollouts.tokens)
 
 
 def train(config: RFTMethodSettings, context: MethodContext):
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
-
-    from orchrm_dagster.grpo.train import TrainOutcome
 
     context.on_step(f"round {context.round_number}: RFT, {config.samples_per_problem} plans x "
                     f"{len(context.problems)} problems sampled and executed")

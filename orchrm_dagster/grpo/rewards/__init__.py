@@ -1,4 +1,6 @@
-"""GRPO rewards, a registry: every module of this package that defines `REWARD` (a `RewardKind`) is one reward.
+"""GRPO rewards, a registry: each module of this package registers one reward (a `RewardKind`) when imported;
+another distribution adds one through the `orchrm.rewards` entry-point group, and `GRPOSettings.rewards` may name
+one by dotted path (`my_pkg.my_module:my_reward`), as TRL takes a reward function's.
 
 Adding a reward is one new module (its name, its `@engine_config` settings class, how to build the TRL callable from
 its settings and the round's `RewardContext`) plus its test; `GRPOSettings.rewards`, its per-reward settings
@@ -8,27 +10,24 @@ unparseable plans rank below every parseable plan of their group, and each group
 
 from __future__ import annotations
 
-import functools
-import importlib
-import pkgutil
-
 from orchrm_dagster.grpo.rewards.base import (PlanReward, RewardContext, RewardKind, Rollouts, completion_text,
                                               plan_parses, raw_metric)
 from orchrm_dagster.grpo.rewards.rule import group_rewards, held_out_rewards
+from orchrm_dagster.registry import Registry
 
-__all__ = ["PlanReward", "RewardContext", "RewardKind", "Rollouts", "completion_text", "group_rewards",
-           "held_out_rewards", "plan_parses", "raw_metric", "reward_kinds"]
+__all__ = ["REWARDS", "PlanReward", "RewardContext", "RewardKind", "Rollouts", "build_rewards", "completion_text",
+           "group_rewards", "held_out_rewards", "plan_parses", "raw_metric", "register_reward", "reward_kinds",
+           "reward_named"]
+
+REWARDS: Registry[RewardKind] = Registry("GRPO reward", __name__, group="orchrm.rewards", skip=("base", "rule"),
+                                         entry_type=RewardKind)
+register_reward = REWARDS.register
+reward_kinds = REWARDS.all
+reward_named = REWARDS.named
 
 
-@functools.cache
-def reward_kinds() -> dict[str, RewardKind]:
-    """Every registered reward by name, in module order."""
-    kinds: dict[str, RewardKind] = {}
-    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        kind = getattr(importlib.import_module(f"{__name__}.{module.name}"), "REWARD", None)
-        if kind is None:
-            continue
-        if kind.name in kinds or not kind.name.isidentifier():  # the name is a settings field too
-            raise ValueError(f"GRPO reward name {kind.name!r} is taken or not an identifier")
-        kinds[kind.name] = kind
-    return kinds
+def build_rewards(settings, context: RewardContext) -> list[PlanReward]:
+    """The TRL reward callables of `settings.rewards` (a `GRPOSettings`), each built from its own settings section:
+    the round's reward step."""
+    kinds = [reward_named(name) for name in settings.rewards]
+    return [kind.build(REWARDS.settings_of(settings.reward_settings, kind), context) for kind in kinds]

@@ -1,5 +1,5 @@
 """What every GRPO reward shares: its registry entry, what it is built from, the TRL calling convention, the
-unparseable-plan rule and the token bookkeeping, and the rollouts that trajectory-based rewards execute once."""
+unparseable-plan rule and the token bookkeeping, and the rollouts: a round's one path from a plan to its verdict."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from orchrm_dagster.grpo.rewards.rule import group_rewards, held_out_rewards
 from orchrm_dagster.environments import Executor, Labeled, PlanJob, execute_and_label
+from orchrm_dagster.orchestration import PlanSample, plan_job
 from orchrm_dagster.rm import plan_parses
 
 
@@ -24,7 +25,7 @@ class RewardContext:
 
 @dataclass(frozen=True)
 class RewardKind:
-    """A registry entry: one module of `orchrm_dagster.grpo.rewards` defines one, as `REWARD`."""
+    """A registry entry: one module of `orchrm_dagster.grpo.rewards` registers one (`register_reward`)."""
 
     name: str  # what `GRPOSettings.rewards` and `orchrm loop --rewards` call it; also TRL's log name
     description: str  # one line: the CLI's help and the config section's description
@@ -90,31 +91,39 @@ def choices_of(choices: Sequence | None, plans: int) -> list[tuple[str, ...] | N
 
 
 class Rollouts:
-    """Executes and labels plans once for every reward that needs the trajectory (a cache keyed by question, choices,
-    plan and reference answer), in the round's environment (its executor: real sub-agents with the execution's corpus, or a simulated
-    truth)."""
+    """Executes plans in the round's environment (its executor: real sub-agents with the execution's corpus, or a
+    simulated truth) and labels each against its reference answer, each job once (a cache keyed by the job: question,
+    choices, plan, reference answer and seed), counting the sub-agent tokens spent: the round's one path from a plan to
+    its verdict, for the rewards that need the trajectory, the held-out accuracy and RFT."""
 
     def __init__(self, executor: Executor):
         self.executor = executor
-        self.results: dict[tuple, Labeled] = {}
+        self.results: dict[PlanJob, Labeled] = {}
         self.tokens = 0
         self._lock = threading.Lock()
 
+    def label(self, jobs: Sequence[PlanJob]) -> list[Labeled]:
+        """Each job executed (once) and labeled against its reference (None: nothing to label against, the verdict
+        is incorrect), in the order given."""
+        todo = [job for job in dict.fromkeys(jobs) if job not in self.results]
+        if todo:
+            labeled = execute_and_label(todo, self.executor)
+            with self._lock:
+                for job, item in zip(todo, labeled):
+                    self.results[job] = item
+                    self.tokens += item.result.prompt_tokens + item.result.completion_tokens
+        return [self.results[job] for job in jobs]
+
     def run(self, questions: Sequence[str], plans: Sequence[str], answer_types: Sequence[str],
             answers: Sequence[str | None] | None = None, choices: Sequence | None = None) -> list[Labeled]:
-        """Each plan executed (once per question, choices, plan and reference answer) and labeled against its answer
-        (None: nothing to label against, the verdict is incorrect)."""
+        """The plans of a reward's dataset columns, each labeled against its answer."""
         answers = answers if answers is not None else [None] * len(plans)
-        keys = [(q, c, p, a) for q, c, p, a in zip(questions, choices_of(choices, len(plans)), plans, answers)]
-        todo = list(dict.fromkeys((key, t) for key, t in zip(keys, answer_types) if key not in self.results))
-        if todo:
-            jobs = [PlanJob(q, p, t, choices=c, reference=a) for (q, c, p, a), t in todo]
-            labeled = execute_and_label(jobs, self.executor)
-            with self._lock:
-                for (key, _), item in zip(todo, labeled):
-                    self.results[key] = item
-                    self.tokens += item.result.prompt_tokens + item.result.completion_tokens
-        return [self.results[key] for key in keys]
+        return self.label([PlanJob(q, p, t, choices=c, reference=a) for q, p, t, a, c in
+                           zip(questions, plans, answer_types, answers, choices_of(choices, len(plans)))])
+
+    def run_samples(self, samples: Sequence[PlanSample]) -> list[Labeled]:
+        """Sampled plans, each executed with its own seed and labeled against its problem's reference answer."""
+        return self.label([plan_job(s) for s in samples])
 
     def run_counted(self, reward: PlanReward, questions, plans, answer_types, answers=None,
                     choices=None) -> list[Labeled]:

@@ -4,6 +4,7 @@ steps, length, repetition, question similarity), plus its agreement with the oth
 from __future__ import annotations
 
 from orchrm_dagster.evaluation import VerifierSettings, agreement_score, static_scores, vote_key_of
+from orchrm_dagster.grpo.rewards import register_reward
 from orchrm_dagster.grpo.rewards.base import PlanReward, RewardContext, RewardKind, Rollouts
 
 
@@ -39,6 +40,7 @@ def build(config: VerifierSettings, context: RewardContext) -> CollaborativeRewa
     return CollaborativeReward(context.rollouts, config, context.margin, embedder)
 
 
-REWARD = RewardKind(name="collaborative", description="execute each plan and score its trajectory with the "
-                                                      "collaborative verifier's panel and its group's agreement",
-                    config=VerifierSettings, build=build)
+REWARD = register_reward(RewardKind(
+    name="collaborative", description="execute each plan and score its trajectory with the collaborative verifier's "
+                                      "panel and its group's agreement",
+    config=VerifierSettings, build=build))

@@ -4,6 +4,7 @@ runs, so a round spends only the reward model's input tokens on rewards."""
 from __future__ import annotations
 
 from orchrm_dagster.engine_config import engine_config
+from orchrm_dagster.grpo.rewards import register_reward
 from orchrm_dagster.grpo.rewards.base import PlanReward, RewardContext, RewardKind
 
 
@@ -27,5 +28,6 @@ def build(config: OrchRMRewardSettings, context: RewardContext) -> OrchRMReward:
     return OrchRMReward(context.scorer, context.margin)
 
 
-REWARD = RewardKind(name="orchrm", description="the champion reward model's score of each plan (no rollout)",
-                    config=OrchRMRewardSettings, build=build)
+REWARD = register_reward(RewardKind(
+    name="orchrm", description="the champion reward model's score of each plan (no rollout)",
+    config=OrchRMRewardSettings, build=build))

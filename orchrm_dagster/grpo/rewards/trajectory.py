@@ -4,6 +4,7 @@ expensive baseline the reward model is measured against."""
 from __future__ import annotations
 
 from orchrm_dagster.engine_config import engine_config
+from orchrm_dagster.grpo.rewards import register_reward
 from orchrm_dagster.grpo.rewards.base import PlanReward, RewardContext, RewardKind, Rollouts
 
 
@@ -26,5 +27,6 @@ def build(config: TrajectoryRewardSettings, context: RewardContext) -> Trajector
     return TrajectoryReward(context.rollouts, context.margin)
 
 
-REWARD = RewardKind(name="trajectory", description="execute each plan and reward a correct answer (1, else 0)",
-                    config=TrajectoryRewardSettings, build=build)
+REWARD = register_reward(RewardKind(
+    name="trajectory", description="execute each plan and reward a correct answer (1, else 0)",
+    config=TrajectoryRewardSettings, build=build))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
+from assets.config_bridge import dagster_config
 from orchrm_dagster.evaluation import EvaluationSettings
-from orchrm_dagster.glue.config_bridge import dagster_config
 from orchrm_dagster.grpo import GRPOSettings
 from orchrm_dagster.ingest import IngestSettings
 from orchrm_dagster.labels import LabelSettings

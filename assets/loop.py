@@ -1,26 +1,25 @@
-"""The loop in Dagster's terms: its state read from the storage root and the instance's runs, each step the engine
-decides (`orchrm_dagster.loop.decide`) as a run request of a job with run config built from the generated config
-classes, and the in-process driver `orchrm loop` uses. The sensors and the CLI request the same runs."""
+"""The loop in Dagster's terms: its state read from the storage root and the instance's runs, and each step the
+engine decides (`orchrm_dagster.loop.decide`) as a run request of a job with run config built from the generated config
+classes. The sensors request these runs; `orchrm loop` (orchrm_dagster.app.loop) runs the same ones in-process."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
 
-from orchrm_dagster.glue.config_bridge import from_engine
-from orchrm_dagster.glue.partitions import benchmarks, grpo_rounds, policies, run_batches
-from orchrm_dagster.glue.run_configs import ExecutionConfig, GRPORoundConfig, RewardModelConfig, SamplingConfig
-from orchrm_dagster.loop import Decision, LoopSettings, LoopState, Step, StepRuns, decide, read_state
+from assets.config_bridge import from_engine
+from assets.jobs import INGEST_JOB, ORCHESTRATE_JOB, PAIRS_JOB, RETRAIN_JOB, ROUND_JOB, SCORES_JOB
+from assets.partitions import benchmarks, grpo_rounds, policies, run_batches
+from assets.run_configs import ExecutionConfig, GRPORoundConfig, RewardModelConfig, SamplingConfig
+from assets.runs import HOST_TAG, failure_cause
+from orchrm_dagster.loop import Decision, LoopState, Step, StepRuns, read_state
 from orchrm_dagster.storage import StorageRoot, register_batches
 
 STEP_TAG, LOOP_TAG, SOURCE_FILE_TAG, FILES_TAG = "orchrm/step", "orchrm/loop", "orchrm/source_file", "orchrm/files"
 
-# The job each kind of step runs (assets/jobs.py defines them under these names).
-INGEST_JOB, PAIRS_JOB, RETRAIN_JOB, SCORES_JOB = "ingest_run_batch", "rebuild_pairs", "retrain_reward_model", "score_runs"
-ORCHESTRATE_JOB, ROUND_JOB = "orchestrate", "grpo_round_job"
+# The job each kind of step runs (assets/jobs.py).
 STEP_JOBS = {"ingest": INGEST_JOB, "pairs": PAIRS_JOB, "reward_model": RETRAIN_JOB, "scores": SCORES_JOB,
              "rollout": ORCHESTRATE_JOB, "round": ROUND_JOB}
 
@@ -62,22 +61,8 @@ def run_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
 
 
 def _read_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
-    from orchrm_dagster.glue.commands import root_cause
-
     kinds = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.ENGINE_EVENT}
-    steps, runs, engine, said = [], [], [], []
-    for entry in instance.all_logs(run_id, of_type=kinds):
-        event = entry.dagster_event
-        error = getattr(event.event_specific_data, "error", None)
-        if event.is_step_failure:
-            steps.append(root_cause(error) if error is not None else entry.message)
-        elif event.event_type == dg.DagsterEventType.RUN_FAILURE and error is not None:
-            runs.append(root_cause(error))
-        elif event.event_type == dg.DagsterEventType.RUN_FAILURE and entry.message:
-            said.append(entry.message)
-        elif event.event_type == dg.DagsterEventType.ENGINE_EVENT and "terminated" in (entry.message or ""):
-            engine.append(entry.message)
-    return "; ".join(steps or runs or engine or said) or "the run failed"
+    return failure_cause(entry.dagster_event for entry in instance.all_logs(run_id, of_type=kinds))
 
 
 def loop_state(instance: dg.DagsterInstance, root: StorageRoot) -> LoopState:
@@ -109,8 +94,6 @@ class StepRun:
 
 
 def step_run(step: Step) -> StepRun:
-    from orchrm_dagster.glue.instance import HOST_TAG
-
     # the host: the sensor runs where the run launcher starts the run (local profile), so a run whose worker died
     # can be told apart from one on another machine
     tags = {STEP_TAG: step.key, LOOP_TAG: "1", "orchrm/attempt": str(step.attempt), HOST_TAG: socket.gethostname()}
@@ -155,54 +138,3 @@ def describe(decision: Decision) -> str:
     parts += [f"gave up: {'; '.join(f'{key}: {cause}' for key, cause in decision.failed)}"] if decision.failed else []
     parts += [f"stopped: {decision.stopped}"] if decision.stopped else []
     return " | ".join(parts) or "nothing to do"
-
-
-# ---------------------------------------------------------------- `orchrm loop`: the same steps, run in-process
-
-
-class LoopFailed(RuntimeError):
-    """The loop cannot go on: a step failed too often, or it waits for something no step of its own can bring."""
-
-
-def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step], None] = lambda step: None,
-          on_decision: Callable[[Decision], None] = lambda decision: None, poll_s: float = 5.0) -> Decision:
-    """Asks the engine what happens next and runs the steps it returns, in-process on the shared instance, with
-    the run requests the sensors would make, until the loop stops (its rounds or budget are spent). Steps another
-    process runs (the daemon, say) are waited for."""
-    import time
-
-    from orchrm_dagster.glue.instance import cli_instance
-
-    instance = cli_instance()
-    root = defs.resources["storage"].storage_root()
-    done: set[str] = set()
-    while True:
-        decision = decide(loop_state(instance, root), settings)
-        on_decision(decision)
-        if decision.stopped:
-            return decision
-        if not decision.steps and decision.waiting:
-            time.sleep(poll_s)
-            continue
-        if not decision.steps:
-            raise LoopFailed(f"the loop cannot go on: {describe(decision)}")
-        for step in prepare_steps(root, decision.steps):
-            if step.key in done:  # succeeded, yet asked for again: the state did not move, and would not
-                raise LoopFailed(f"{step.key} succeeded but the loop asks for it again: {step.why}")
-            on_step(step)
-            if execute_step(defs, instance, step).success:
-                done.add(step.key)
-
-
-def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step):
-    """One step as an in-process run of its job (its failure is recorded in the instance, where the next decision
-    counts it)."""
-    from orchrm_dagster.glue.commands import quiet
-    from orchrm_dagster.glue.instance import process_tags
-
-    run = step_run(step)
-    for name, keys in run.partitions:
-        instance.add_dynamic_partitions(name, list(keys))
-    return defs.resolve_job_def(run.job_name).execute_in_process(
-        partition_key=run.partition_key, instance=instance, raise_on_error=False, run_config=quiet(run.run_config),
-        tags={**run.tags, **process_tags()})

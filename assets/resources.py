@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from orchrm_dagster.glue.config_bridge import EngineResource, dagster_config
+from assets.config_bridge import EngineResource, dagster_config
 from orchrm_dagster.llm import BackendSpec, LLMBackend, LLMSettings, build_backend
 from orchrm_dagster.loop import LoopSettings
 from orchrm_dagster.orchestration import PolicySpec

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from assets.partitions import GPU_POOL, WAREHOUSE_POOL
+
 PROFILES = ("local", "k8s")
 GPU_NODE_SELECTOR = {"orchrm.ai/pool": "gpu"}
 
@@ -26,6 +28,11 @@ GPU_STEP = {"dagster-k8s/config": {
 CPU_STEP = {"dagster-k8s/config": {
     "container_config": {"resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}},
 }}
+
+# A step's pool and its pod are decided together: one that holds a model (sampling, training, scoring, judging) runs
+# in the gpu pool on a GPU node; the rest in the warehouse pool on CPU. Each asset takes one: `**MODEL_STEP`.
+MODEL_STEP = {"pool": GPU_POOL, "op_tags": GPU_STEP}
+WAREHOUSE_STEP = {"pool": WAREHOUSE_POOL, "op_tags": CPU_STEP}
 
 
 def profile() -> str:

@@ -82,6 +82,9 @@ def _field(info: FieldInfo, owner: str, override=_UNSET) -> tuple[Any, FieldInfo
     if info.discriminator:
         return _union_field(info, override)
     annotation = _dagster_type(info.annotation)
+    validators = [item for item in info.metadata if isinstance(item, pydantic.AfterValidator)]
+    if validators:  # a registry's name (or dotted path) is refused here as by the engine
+        annotation = typing.Annotated[(annotation, *validators)]
     if override is not _UNSET:
         value = override
     elif info.default_factory is not None:

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import dagster as dg
 
-from orchrm_dagster.glue.commands import (BatchOutcome, failure_messages, ingest_files, ingest_landed,
-                                          materialization_metadata, materialize_selection, orchestrate)
+from assets.config_bridge import from_engine
+from assets.runs import failure_cause
+from assets.run_configs import EvaluationConfig, RewardModelConfig
+from orchrm_dagster.app.commands import (BatchOutcome, ingest_files, ingest_landed,
+                                         materialization_metadata, materialize_selection, orchestrate)
+from orchrm_dagster.app.main_job_options import MainJobOptions
 from orchrm_dagster.evaluation import EvaluationSettings, JudgeSettings, VerifierSettings
 from orchrm_dagster.evaluation.methods import method_names
-from orchrm_dagster.glue.config_bridge import from_engine
-from orchrm_dagster.glue.main_job_options import MainJobOptions
-from orchrm_dagster.glue.run_configs import EvaluationConfig, RewardModelConfig
 from orchrm_dagster.grpo import small_execution
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.reporting import duration
@@ -79,7 +80,7 @@ def orchestrate_policies(defs: dg.Definitions, benchmark: str, policy_names: lis
             on_start(name)
         result = orchestrate(defs, benchmark, name, sampling, execution)
         if not result.success:
-            raise StepFailed(f"{benchmark} x {name} failed (run {result.run_id}): " + "; ".join(failure_messages(result)))
+            raise StepFailed(f"{benchmark} x {name} failed (run {result.run_id}): " + failure_cause(result.all_events))
         executions.append(PolicyExecution(benchmark, name, materialization_metadata(result, "execution_artifacts")))
         if on_done:
             on_done(executions[-1])
@@ -90,7 +91,7 @@ def materialize_or_fail(defs: dg.Definitions, selection: str,
                         run_config: dg.RunConfig | None = None) -> dg.ExecuteInProcessResult:
     result = materialize_selection(defs, selection, None, run_config)
     if not result.success:
-        raise StepFailed(f"{selection} failed (run {result.run_id}): " + "; ".join(failure_messages(result)))
+        raise StepFailed(f"{selection} failed (run {result.run_id}): " + failure_cause(result.all_events))
     return result
 
 

@@ -19,5 +19,20 @@ grpo_rounds = dg.DynamicPartitionsDefinition(name="grpo_rounds")
 # one machine its limit of 1 (the instance's default) means one model at a time, and never two GRPO rounds.
 GPU_POOL = "gpu"
 
-# Every pool a step names; their limit rows are created before any run claims a slot (glue.instance).
+# Every pool a step names; their limit rows are created before any run claims a slot (assets/runs.py).
 POOLS = (WAREHOUSE_POOL, GPU_POOL)
+
+
+def orchestration_partition_requests(instance, storage, policy_registry) -> list[dg.AddDynamicPartitionsRequest]:
+    """The `benchmarks` and `policies` partitions the problems table and the policy registry have and the instance
+    does not yet."""
+    from orchrm_dagster.orchestration import benchmarks_available
+
+    requests = []
+    for partitions, wanted in ((benchmarks, benchmarks_available(storage.storage_root())),
+                               (policies, policy_registry.names(storage.storage_root()))):
+        existing = set(instance.get_dynamic_partitions(partitions.name))
+        missing = [key for key in wanted if key not in existing]
+        if missing:
+            requests.append(partitions.build_add_request(missing))
+    return requests

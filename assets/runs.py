@@ -1,105 +1,62 @@
-"""The Dagster instance the CLI and `dagster dev` share, so CLI runs show up in the UI's history; and the reaper
-that gives back pool slots a killed run still holds."""
+"""The instance's runs as the loop, its sensors and the in-process commands see them: the tags of a run executed in
+this process, the root cause of a failed run's error, quiet loggers for in-process runs; and the housekeeping the
+loop's sensor and the CLI's instance do before asking for runs: each pool's limit row created, runs whose worker died
+failed, and pool slots a killed run still holds given back."""
 
 from __future__ import annotations
 
 import os
 import socket
 import time
-from pathlib import Path
 
 import dagster as dg
 import psutil
 import sqlalchemy.exc
-from filelock import FileLock
 
-from orchrm_dagster.glue.partitions import POOLS
+from assets.deployment import profile
+from assets.partitions import POOLS
 
-from orchrm_dagster.storage import default_storage_url, root_cache_dir
-
-OWNED_MARK = "# Written by orchrm."
-PROJECT_DIR = Path(__file__).resolve().parents[2]  # where workspace.yaml and pyproject.toml's [tool.dg] are
-DOTENV_MARK = "# written by orchrm: the instance orchrm uses for ./storage"
-_UNQUOTABLE_IN_DOTENV = '"\\$}\n'
-_INSTANCE_LOCK_WAIT_S = 300.0
-_DAGSTER_YAML = f"""\
-{OWNED_MARK} One writer at a time for steps in the 'warehouse' pool, one model at a time in the 'gpu' pool.
-concurrency:
-  pools:
-    default_limit: 1
-run_monitoring:
-  enabled: true  # a run whose worker died is marked failed (and the reaper frees its pool slots)
-nux:
-  enabled: false  # no newsletter dialog on a fresh instance
-telemetry:
-  enabled: false
-"""
 PID_TAG, HOST_TAG = "orchrm/pid", "orchrm/host"
-
-
-def default_dagster_home() -> Path:
-    """Beside the data it describes: <root>/dagster_home for a local root (so one root has one instance wherever
-    the command runs from), a per-root folder in the machine's cache (ORCHRM_CACHE) for an object-store root."""
-    root = default_storage_url()
-    if "://" not in root:
-        return Path(root).expanduser().resolve() / "dagster_home"
-    return root_cache_dir(root, "dagster_home")
-
-
-def ensure_dagster_home() -> Path:
-    chosen_by_default = not os.environ.get("DAGSTER_HOME") and not os.environ.get("ORCHRM_STORAGE")
-    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    with _instance_lock(home):
-        config = home / "dagster.yaml"
-        if not config.exists() or (config.read_text().startswith(OWNED_MARK) and config.read_text() != _DAGSTER_YAML):
-            config.write_text(_DAGSTER_YAML)
-        if chosen_by_default and Path.cwd().resolve() == PROJECT_DIR:
-            write_dotenv(PROJECT_DIR, home)
-    os.environ["DAGSTER_HOME"] = str(home)
-    return home
-
-
-def write_dotenv(folder: Path, home: Path) -> bool:
-    """Points Dagster's own CLIs run from `folder` at `home`. `dagster dev`, `dagster asset materialize` and `dg
-    launch` read `.env` from the folder they run in, and without DAGSTER_HOME they run on a temporary instance whose
-    runs no UI ever shows. The line defers to a DAGSTER_HOME set in the environment, as orchrm does. A `.env` that
-    sets DAGSTER_HOME itself is left alone. Returns whether the file now holds orchrm's line."""
-    if any(c in str(home) for c in _UNQUOTABLE_IN_DOTENV):
-        return False
-    dotenv = folder / ".env"
-    before = dotenv.read_text() if dotenv.exists() else ""
-    lines = before.splitlines(keepends=True)
-    if any(DOTENV_MARK not in line and line.lstrip().startswith("DAGSTER_HOME") for line in lines):
-        return False
-    kept = "".join(line for line in lines if DOTENV_MARK not in line)
-    after = (kept if not kept or kept.endswith("\n") else kept + "\n") + \
-        f'DAGSTER_HOME="${{DAGSTER_HOME:-{home}}}"  {DOTENV_MARK}\n'
-    if after != before:
-        dotenv.write_text(after)
-    return True
-
-
-def _instance_lock(home: Path) -> FileLock:
-    return FileLock(str(home / ".orchrm-instance.lock"), timeout=_INSTANCE_LOCK_WAIT_S)
-
-
-def cli_instance() -> dg.DagsterInstance:
-    """The shared instance, created once: on a fresh DAGSTER_HOME, commands started together would each create the
-    SQLite storages and race on their schema (alembic's version table gets two heads; 6 of 16 processes failed in
-    a probe), so creating it (its storages are built, schemas included, as it is) happens under a lock beside it."""
-    home = ensure_dagster_home()
-    with _instance_lock(home):
-        instance = dg.DagsterInstance.get()
-        ensure_pool_limits(instance)
-    fail_runs_whose_worker_died(instance)
-    free_slots_of_dead_runs(instance)
-    return instance
+QUIET = {"console": {"config": {"log_level": "CRITICAL"}}}  # loggers of in-process runs: the CLI prints what failed
 
 
 def process_tags() -> dict[str, str]:
     """Tags of a run executed in this process, so a later process can tell whether its owner is still alive."""
     return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+
+
+def root_cause(error) -> str:
+    """The innermost cause of a serialized Dagster error, as `Type: message`."""
+    while error.cause is not None:
+        error = error.cause
+    return f"{error.cls_name}: {error.message.strip()}" if error.cls_name and not error.message.startswith(
+        error.cls_name) else error.message.strip()
+
+
+def failure_cause(events) -> str:
+    """Why a run failed, in one wording wherever it is shown, from its events (an in-process result's `all_events`,
+    or the instance's log of a launched run): each failed step's error as `step: Type: message`; else the run
+    failure's error; else what the engine said on finding the run's process gone (kill -9, the OOM killer); else
+    the run failure's message."""
+    steps, runs, engine, said = [], [], [], []
+    for event in events:
+        error = getattr(event.event_specific_data, "error", None)
+        if event.is_step_failure:
+            steps.append(f"{event.step_key}: {root_cause(error) if error is not None else event.message}")
+        elif event.is_run_failure:
+            (runs if error is not None else said).append(root_cause(error) if error is not None else event.message)
+        elif event.event_type == dg.DagsterEventType.ENGINE_EVENT and "terminated" in (event.message or ""):
+            engine.append(event.message)
+    return "; ".join(steps or runs or engine or [m for m in said if m]) or "the run failed"
+
+
+def quiet(run_config: dg.RunConfig | dict | None) -> dg.RunConfig | dict:
+    """The run config with quiet loggers; a dict is a user's run config file (`orchrm materialize --config`)."""
+    if isinstance(run_config, dict):
+        return {**run_config, "loggers": QUIET}
+    run_config = run_config or dg.RunConfig()
+    return dg.RunConfig(ops=run_config.ops, resources=run_config.resources, loggers=QUIET,
+                        execution=run_config.execution)
 
 
 def ensure_pool_limits(instance: dg.DagsterInstance, pools: tuple[str, ...] = POOLS, attempts: int = 5) -> None:
@@ -147,8 +104,6 @@ def fail_runs_whose_worker_died(instance: dg.DagsterInstance) -> list[str]:
     marks it failed when its worker dies, but when the daemon is killed its code server goes too, and a worker that
     died with them would leave its run STARTED for ever (and the loop waiting on it). The worker's pid is in the
     run's "Started process for run" event; a run of another host is not ours to judge."""
-    from orchrm_dagster.glue.deployment import profile
-
     if profile() != "local":
         return []
     failed = []

@@ -9,11 +9,13 @@ from pathlib import Path
 import dagster as dg
 
 import sql
-from orchrm_dagster.glue.instance import cli_instance, process_tags
+from assets.loop import orchestrate_run_config
+from assets.partitions import orchestration_partition_requests
+from assets.runs import failure_cause, process_tags, quiet
+from orchrm_dagster.app.instance import cli_instance
+from orchrm_dagster.app.loop import execute_step
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.storage import batch_holding, batch_id_for, land
-
-QUIET = {"console": {"config": {"log_level": "CRITICAL"}}}  # loggers of in-process runs: the CLI prints what failed
 
 
 @dataclass(frozen=True)
@@ -37,17 +39,6 @@ class BatchOutcome:
             return self.status
         failed = "".join(f"; {name} FAILED: {cause}" for name, cause in self.failed_files)
         return f"{self.runs} runs, {self.quarantined} quarantined, {self.labeled} labeled, {self.correct} correct{failed}"
-
-
-def batch_check_metadata(state) -> dict:
-    """The `batch_ingested` check's metadata for a batch (a loop.BatchState): its file(s), its state, and the cause
-    of a failure, with each file its ingest could not read."""
-    from orchrm_dagster.reporting import markdown_table
-
-    metadata = {"file": state.name, "state": state.state, "cause": state.cause}
-    if state.failed_files:
-        metadata["failed_files"] = dg.MetadataValue.md(markdown_table(["file", "cause"], list(state.failed_files)))
-    return metadata
 
 
 def ingest_files(defs: dg.Definitions, paths: list[Path], on_start: Callable[[str], None] | None = None,
@@ -94,7 +85,6 @@ def resolve_batches(root, names: list[str]) -> tuple[list[str], list[str]]:
 def ingest_batches(defs: dg.Definitions, batch_ids: list[str], on_start: Callable[[str], None] | None = None,
                    on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
     """Run the loop's ingest step of each batch (each once, in order) in-process."""
-    from orchrm_dagster.glue.loop import execute_step
     from orchrm_dagster.loop import batch_from_view, ingest_step
     from orchrm_dagster.storage import landing_view
 
@@ -118,8 +108,6 @@ def ingest_batches(defs: dg.Definitions, batch_ids: list[str], on_start: Callabl
 def orchestrate(defs: dg.Definitions, benchmark: str, policy: str, sampling: PlanSamplingSettings,
                 execution: ExecutionSettings):
     """Sample and execute plans for one (benchmark, policy) partition; returns the run's result."""
-    from orchrm_dagster.glue.loop import orchestrate_run_config
-
     instance = register_orchestration_partitions(defs)
     key = dg.MultiPartitionKey({"benchmark": benchmark, "policy": policy})
     run_config = quiet(orchestrate_run_config(sampling, execution))
@@ -136,22 +124,6 @@ def register_orchestration_partitions(defs: dg.Definitions) -> dg.DagsterInstanc
     return instance
 
 
-def orchestration_partition_requests(instance, storage, policy_registry) -> list[dg.AddDynamicPartitionsRequest]:
-    """The `benchmarks` and `policies` partitions the problems table and the policy registry have and the instance
-    does not yet."""
-    from orchrm_dagster.glue.partitions import benchmarks, policies
-    from orchrm_dagster.orchestration import benchmarks_available
-
-    requests = []
-    for partitions, wanted in ((benchmarks, benchmarks_available(storage.storage_root())),
-                               (policies, policy_registry.names(storage.storage_root()))):
-        existing = set(instance.get_dynamic_partitions(partitions.name))
-        missing = [key for key in wanted if key not in existing]
-        if missing:
-            requests.append(partitions.build_add_request(missing))
-    return requests
-
-
 def materialization_metadata(result, asset_key: str) -> dict:
     """The metadata values of the run's materialization of `asset_key` ({} when it has none)."""
     for event in result.get_asset_materialization_events():
@@ -161,30 +133,8 @@ def materialization_metadata(result, asset_key: str) -> dict:
     return {}
 
 
-def failure_messages(result) -> list[str]:
-    """What went wrong in a failed in-process run, one line per failed step: the underlying error (Dagster wraps
-    it in "Error occurred while executing op ...", which says nothing a person can act on)."""
-    steps = [f"{event.step_key}: {root_cause(event.event_specific_data.error)}"
-             for event in result.all_events if event.is_step_failure]
-    return steps or [_run_failure(event) for event in result.all_events if event.is_run_failure]
-
-
-def _run_failure(event) -> str:
-    """A run that failed outside any step (its setup, say) says why in the run-failure event."""
-    error = getattr(event.event_specific_data, "error", None)
-    return root_cause(error) if error is not None else event.message or "the run failed"
-
-
-def root_cause(error) -> str:
-    """The innermost cause of a serialized Dagster error, as `Type: message`."""
-    while error.cause is not None:
-        error = error.cause
-    return f"{error.cls_name}: {error.message.strip()}" if error.cls_name and not error.message.startswith(
-        error.cls_name) else error.message.strip()
-
-
 def _outcome(storage, batch_id: str, result, failed_files=()) -> BatchOutcome:
-    status = "SUCCESS" if result.success else "FAILURE: " + "; ".join(failure_messages(result))
+    status = "SUCCESS" if result.success else "FAILURE: " + failure_cause(result.all_events)
     warehouse = storage.warehouse()
     # A batch whose run failed before any view was written (the first batch, say) has no warehouse to count from.
     statuses = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
@@ -202,12 +152,3 @@ def materialize_selection(defs: dg.Definitions, selection: str, partition_key: s
     return merged.resolve_job_def(job.name).execute_in_process(
         instance=cli_instance(), partition_key=partition_key, raise_on_error=False,
         run_config=quiet(run_config), tags=process_tags())
-
-
-def quiet(run_config: dg.RunConfig | dict | None) -> dg.RunConfig | dict:
-    """The run config with quiet loggers; a dict is a user's run config file (`orchrm materialize --config`)."""
-    if isinstance(run_config, dict):
-        return {**run_config, "loggers": QUIET}
-    run_config = run_config or dg.RunConfig()
-    return dg.RunConfig(ops=run_config.ops, resources=run_config.resources, loggers=QUIET,
-                        execution=run_config.execution)

@@ -1,0 +1,88 @@
+"""`orchrm`: what people do without the UI. It runs the same Definitions in-process, on the same Dagster instance as
+`dagster dev`, so every run it makes shows up in the UI's history.
+
+One module per command, each imported only when it runs (or when help lists it): `query` and `status` read the
+warehouse and the storage root without Dagster, torch or transformers (tests/structure/test_cli_imports.py), so they
+answer in well under a second. Flags that set a config field are generated from it (`options.config_options`).
+A user's mistake (an unknown config key, a bad value, an unknown name, a step that failed) prints its message alone;
+`--verbose` shows the traceback too."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import click
+
+# Model loads print GGUF de-quantization and "Loading weights" bars (tqdm) and transformers' load report (a warning),
+# and trainers print each logged step's metrics; unless --verbose, they are silenced through the environment, which
+# in-process runs read when transformers and tqdm are first imported (after this group's callback) and step
+# subprocesses inherit (training_logs.quiet_console reads transformers' verbosity). A value a user set is kept.
+QUIET_MODEL_LOADS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+
+# command -> (its module in this package, which defines `command`; the line `orchrm --help` lists it with: listing
+# imports no command, so it answers at once; tests/test_cli_options.py checks each line opens the command's own help)
+COMMANDS = {
+    "ingest": ("ingest", "Land FILES (.jsonl / .parquet) and ingest and label each as a run batch."),
+    "reingest": ("reingest", "Ingest and label BATCHES again: batch ids, or names of landed files."),
+    "materialize": ("materialize", "Materialize asset keys (e.g. `problems labels`) or a Dagster selection string."),
+    "query": ("query", "Run one read-only statement (SELECT or EXPLAIN) against the warehouse."),
+    "status": ("status", "Batches, their files, runs, quarantined lines and labels, per batch and in total."),
+    "export-pairs": ("export_pairs", "Write the pairs reward-model training reads (built and imported) to PATH."),
+    "main": ("main_job", "The main job on the embedded default."),
+    "evaluate": ("evaluate", "Best-of-N on held-out problems."),
+    "orchestrate": ("orchestrate", "Sample orchestration plans, execute them (with sub-agents, or in a simulated "
+                                   "environment), land (and ingest) the runs."),
+    "loop": ("loop", "The loop that keeps learning, as the daemon runs it."),
+    "ui": ("ui", "Serve the Dagster UI on the same instance the CLI uses."),
+    "serve": ("serve", "Serve the champion reward model over HTTP."),
+}
+
+# what a user got wrong, or a step that failed with its cause: the message says it all (by class name, so that
+# telling them apart imports neither Dagster nor pydantic)
+_MISTAKES = {"ValueError", "FileNotFoundError", "DagsterInvalidConfigError", "DagsterInvalidSubsetError",
+             "DagsterInvalidDefinitionError", "StepFailed", "LoopFailed", "LockTimeout", "WarehouseBusy"}
+
+
+class _Commands(click.Group):
+    """The commands, each imported when used; a user's mistake as its message alone, unless --verbose."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name: str) -> click.Command | None:
+        module, _ = COMMANDS.get(name, (None, None))
+        return importlib.import_module(f"{__name__}.{module}").command if module else None
+
+    def format_commands(self, ctx, formatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, line) for name, (_, line) in COMMANDS.items()])
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as error:
+            if ctx.params.get("verbose") or not is_mistake(error):
+                raise
+            if getattr(error, "reported", False):  # a failed step, said by the command's progress
+                raise SystemExit(1) from None
+            raise click.ClickException(f"{error} (orchrm --verbose ... shows where)") from None
+
+
+def is_mistake(error: BaseException) -> bool:
+    return not isinstance(error, click.ClickException) and any(
+        cls.__name__ in _MISTAKES for cls in type(error).__mro__)
+
+
+@click.group(cls=_Commands)
+@click.option("--storage", "storage_url", envvar="ORCHRM_STORAGE", default=None,
+              help="Storage root: a folder or s3://bucket/prefix (default: ./storage, or $ORCHRM_STORAGE).")
+@click.option("--verbose", is_flag=True, help="Show model-load progress bars and load reports, trainers' per-step "
+                                               "metrics, and the traceback of an error (silent by default).")
+def main(storage_url: str | None, verbose: bool) -> None:
+    """orchrm: multi-agent run logs -> labels -> pairs -> orchestration reward model."""
+    if storage_url:
+        os.environ["ORCHRM_STORAGE"] = storage_url
+    if not verbose:
+        for name, value in QUIET_MODEL_LOADS.items():
+            os.environ.setdefault(name, value)

@@ -1,0 +1,3 @@
+from orchrm_dagster.app.cli import main
+
+main()

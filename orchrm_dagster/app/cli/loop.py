@@ -1,0 +1,56 @@
+import click
+
+from orchrm_dagster.app.cli.common import console, definitions, print_grpo_rounds
+from orchrm_dagster.app.cli.environment import environment_options, in_chosen_environment
+from orchrm_dagster.app.cli.options import apply_options, config_options, given
+from orchrm_dagster.loop import LoopSettings
+from orchrm_dagster.reporting import step_progress
+
+ROUND_FLAGS = ("method", "rewards", "reward_weights", "start", "steps", "group_size", "heldout_problems",
+               "heldout_samples")
+
+
+@click.command(name="loop")
+@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
+              help="GRPO rounds to run now: the loop goes on until it has run this many more.")
+@config_options(LoopSettings, *(f"round.{name}" for name in ROUND_FLAGS), "token_budget", "retrain_min_new_pairs",
+                defaults_from="the loop resource")
+@environment_options
+@click.pass_context
+def command(ctx: click.Context, rounds: int, **_) -> None:
+    """The loop that keeps learning, as the daemon runs it: the same decisions and the same runs as the loop's
+    sensors (ingest what landed, rebuild pairs, retrain the reward model when enough new pairs arrived, score,
+    roll out the last promoted checkpoint, start the next GRPO round), run here in-process until ROUNDS more rounds
+    are done; then the rounds table."""
+    from orchrm_dagster.app.loop import LoopFailed, drive
+    from orchrm_dagster.loop import rounds as finished_rounds
+
+    defs = definitions()
+    root = defs.resources["storage"].storage_root()
+    before = len(finished_rounds(root))
+    chosen = given(ctx, LoopSettings)
+    # the configured weights belong to the configured rewards
+    weights = {"round.reward_weights": ()} if "round.rewards" in chosen and "round.reward_weights" not in chosen else {}
+    loop = apply_options(defs.resources["loop"].to_engine(), ctx, rounds=before + rounds, **weights)
+    loop = in_chosen_environment(loop, ctx)
+    with step_progress(console, total=rounds) as progress:
+
+        def on_step(step) -> None:
+            progress.step(f"{step.kind}: {step.key} ({step.why})"
+                          + (f", attempt {step.attempt + 1}" if step.attempt else ""))
+
+        def on_decision(decision) -> None:
+            progress.finish()
+            done = len(finished_rounds(root)) - before
+            if done > progress.completed:
+                progress.note(f"{done} of {rounds} rounds done")
+                progress.advance(done - progress.completed)
+            for key, cause in decision.failed:
+                progress.note(f"gave up on {key}: {cause}")
+
+        try:
+            decision = drive(defs, loop, on_step=on_step, on_decision=on_decision)
+        except LoopFailed as err:
+            raise click.ClickException(str(err)) from err
+    console.print(f"the loop stopped: {decision.stopped}", soft_wrap=True)
+    print_grpo_rounds()

@@ -1,0 +1,17 @@
+import click
+
+from orchrm_dagster.app.cli.options import apply_options, config_options
+from orchrm_dagster.serving.settings import ServeSettings
+
+
+@click.command(name="serve")
+@config_options(ServeSettings, "host", "port", "max_batch_plans", "max_wait_ms", "poll_seconds", "max_plans",
+                "scoring.device")
+@click.pass_context
+def command(ctx: click.Context, **_) -> None:
+    """Serve the champion reward model over HTTP: POST /v1/score {question, plans, domain?} -> scores, chosen."""
+    from orchrm_dagster.serving import serve
+    from orchrm_dagster.storage import StorageSettings, default_storage_url
+
+    # the storage resource's root without building the Definitions: the service process never imports Dagster
+    serve(StorageSettings(root=default_storage_url()).storage_root(), apply_options(ServeSettings(), ctx))

@@ -1,0 +1,55 @@
+"""`orchrm loop`: the steps the engine decides, run in-process on the shared instance as the run requests the
+sensors make (assets/loop.py builds them), until the loop stops."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import dagster as dg
+
+from assets.loop import describe, loop_state, prepare_steps, step_run
+from assets.runs import process_tags, quiet
+from orchrm_dagster.app.instance import cli_instance
+from orchrm_dagster.loop import Decision, LoopSettings, Step, decide
+
+
+class LoopFailed(RuntimeError):
+    """The loop cannot go on: a step failed too often, or it waits for something no step of its own can bring."""
+
+
+def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step], None] = lambda step: None,
+          on_decision: Callable[[Decision], None] = lambda decision: None, poll_s: float = 5.0) -> Decision:
+    """Asks the engine what happens next and runs the steps it returns, in-process on the shared instance, with
+    the run requests the sensors would make, until the loop stops (its rounds or budget are spent). Steps another
+    process runs (the daemon, say) are waited for."""
+    instance = cli_instance()
+    root = defs.resources["storage"].storage_root()
+    done: set[str] = set()
+    while True:
+        decision = decide(loop_state(instance, root), settings)
+        on_decision(decision)
+        if decision.stopped:
+            return decision
+        if not decision.steps and decision.waiting:
+            time.sleep(poll_s)
+            continue
+        if not decision.steps:
+            raise LoopFailed(f"the loop cannot go on: {describe(decision)}")
+        for step in prepare_steps(root, decision.steps):
+            if step.key in done:  # succeeded, yet asked for again: the state did not move, and would not
+                raise LoopFailed(f"{step.key} succeeded but the loop asks for it again: {step.why}")
+            on_step(step)
+            if execute_step(defs, instance, step).success:
+                done.add(step.key)
+
+
+def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step):
+    """One step as an in-process run of its job (its failure is recorded in the instance, where the next decision
+    counts it)."""
+    run = step_run(step)
+    for name, keys in run.partitions:
+        instance.add_dynamic_partitions(name, list(keys))
+    return defs.resolve_job_def(run.job_name).execute_in_process(
+        partition_key=run.partition_key, instance=instance, raise_on_error=False, run_config=quiet(run.run_config),
+        tags={**run.tags, **process_tags()})

@@ -1,0 +1,244 @@
+"""A challenger: a new reward-model version trained on the current pairs (one shared model, or one per domain),
+gated against each domain's champion on the same validation pairs, and crowned where it wins. One training at a time
+per storage root, on any host (the store's lock). A version can be trained again on exactly its saved pairs
+(`retrain_version`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from orchrm_dagster.contract import RM_TRAINING_PAIRS_FILE
+from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, training_pair_texts
+from orchrm_dagster.rm.champions import DomainVerdict, Gate, crowned, gate, read_champions, write_champions
+from orchrm_dagster.rm.checkpoints import (PAIR_IDS_FILE, PAIR_PROBLEMS_FILE, build_manifest, model_dir,
+                                          read_manifest, read_training_pairs, rm_store, save_training_pairs,
+                                          saved_config, split_pairs, synced_checkpoints_dir, upload_version,
+                                          write_manifest)
+from orchrm_dagster.rm.config import RMTrainConfig
+from orchrm_dagster.rm.data import PairTexts
+from orchrm_dagster.rm.domains import all_domains, with_domains
+from orchrm_dagster.rm.versions import checkpoint_table, pair_problems, trained_on
+from orchrm_dagster.storage import StorageRoot
+
+TRAINING_WAIT_S = 6 * 3600  # a training waits this long for another on the same root
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    train_pairs: int
+    validation_pairs: int
+    version: int
+    path: str
+    metrics: dict
+    # the previous champion on the same validation pairs, when the domains this version stood for had one and the
+    # same champion (else None: see `verdicts`)
+    champion_accuracy: float | None
+    is_champion: bool  # champion of at least one domain
+    previous_champions: dict[str, int]  # domain -> champion before this version
+    pairs_per_second: float
+    seconds: float
+    domains: tuple[str, ...] = ()  # the domains it stood for as a champion
+    verdicts: dict[str, DomainVerdict] = field(default_factory=dict)  # domain -> how it fared there
+    training_pairs: str = ""  # where the pairs it trained and validated on are saved (a URI on an object store)
+    pair_set_fingerprint: str = ""
+
+    @property
+    def champion_of(self) -> tuple[str, ...]:
+        return tuple(d for d, verdict in self.verdicts.items() if verdict.becomes_champion)
+
+
+def pair_set_fingerprint(train: PairTexts, validation: PairTexts) -> str:
+    digest = hashlib.sha256()
+    for split, pairs in (("train", train), ("validation", validation)):
+        for pid in sorted(pairs.pair_id):
+            digest.update(f"{split}:{pid}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def _unfinished_version(root: StorageRoot) -> int | None:
+    """A version folder without a manifest is a training that was interrupted: it is resumed, not skipped."""
+    store = rm_store(root)
+    return max((v for v in store.numbers() if not store.is_finished(v)), default=None)
+
+
+def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> list[TrainingOutcome]:
+    """New versions trained on the pairs table (and imported pairs): one shared model, or one per domain, as
+    `config.domain_models` says; with `config.retrain_from_version`, that version again (`retrain_version`). The
+    `rm_checkpoints` table is rewritten."""
+    if config.retrain_from_version is not None:
+        outcomes = [retrain_version(root, config.retrain_from_version, config)]
+        root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
+        return outcomes
+    texts = training_pair_texts(root)
+    available = texts.height
+    # the ids as `new_pairs_since_training` counts them later (the tables', including pairs whose runs are gone)
+    texts_pair_ids = current_pair_ids(root)
+    if config.pair_sources:
+        texts = texts.filter(pl.col("source").is_in(config.pair_sources))
+    texts = with_domains(root, texts)
+    train, validation = texts.filter(pl.col("split") == TRAIN), texts.filter(pl.col("split") == VALIDATION)
+    if config.max_train_pairs is not None:
+        train = train.sort("pair_id").head(config.max_train_pairs)
+    outcomes = []
+    for domains, train_part, validation_part in domain_trainings(train, validation, config, all_domains()):
+        problems = pl.concat([train_part["problem_id"], validation_part["problem_id"]]).unique().sort().to_list()
+        outcomes.append(train_new_version(
+            root, _pair_texts(train_part), _pair_texts(validation_part), config, problems, pairs_available=available,
+            available_pair_ids=texts_pair_ids, domains=domains,
+            validation_domains=validation_part["domain"].to_list(),
+            described=pl.concat([train_part, validation_part]).select("problem_id", "domain")))
+    root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
+    return outcomes
+
+
+def domain_trainings(train: pl.DataFrame, validation: pl.DataFrame, config: RMTrainConfig,
+                     domains: Sequence[str]) -> list[tuple[tuple[str, ...], pl.DataFrame, pl.DataFrame]]:
+    """(the domains a new version stands for, its training pairs, its validation pairs) of each version to train.
+    shared: one model on every pair, for every domain. per_domain: a model per domain with at least
+    `min_domain_pairs` training pairs, on that domain's pairs only; the other domains (too few pairs to learn
+    from alone) share one model trained on every pair, pairs of no known domain included."""
+    if config.domain_models == "shared":
+        return [(tuple(domains), train, validation)]
+    counts = dict(train.group_by("domain").len().iter_rows())
+    own = [d for d in domains if counts.get(d, 0) >= config.min_domain_pairs]
+    trainings = [((d,), train.filter(pl.col("domain") == d), validation.filter(pl.col("domain") == d)) for d in own]
+    rest = tuple(d for d in domains if d not in own)
+    return trainings + ([(rest, train, validation)] if rest else [])
+
+
+def _pair_texts(texts: pl.DataFrame) -> PairTexts:
+    return PairTexts.from_arrow(texts.to_arrow())
+
+
+def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts, config: RMTrainConfig,
+                      pair_problems: list[str] | None = None, pairs_available: int | None = None,
+                      available_pair_ids: pl.DataFrame | None = None, domains: Collection[str] | None = None,
+                      validation_domains: Sequence[str | None] | None = None, described: pl.DataFrame | None = None,
+                      retrained_from: int | None = None) -> TrainingOutcome:
+    """A new version trained on `train`, champion of each of `domains` (None: every domain) where the gate says so.
+    `validation_domains`: the domain of each validation pair (None, or a None entry: not known). The pairs are saved
+    beside the checkpoint (`described`: each one's problem_id and domain, train rows then validation rows)."""
+    validation_domains = list(validation_domains or [None] * len(validation))
+    if described is None:  # texts alone: no problem known, nor the domain of a training pair
+        described = pl.DataFrame({"problem_id": [None] * (len(train) + len(validation)),
+                                  "domain": [None] * len(train) + validation_domains},
+                                 schema={"problem_id": pl.String, "domain": pl.String})
+    # one training at a time per storage root, on any machine: versions are numbered, and champions replaced,
+    # in order
+    with rm_store(root).lock(timeout_s=TRAINING_WAIT_S):
+        return _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
+                                  tuple(sorted(domains or all_domains())), validation_domains, described,
+                                  retrained_from)
+
+
+def _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
+                       domains, validation_domains, described, retrained_from) -> TrainingOutcome:
+    from orchrm_dagster.rm.train import train_reward_model
+
+    base, store = synced_checkpoints_dir(root), rm_store(root)
+    version = _unfinished_version(root) or store.next_number()
+    folder = str(store.folder(version))
+    # validated below, once, with the champions on the same pairs
+    result = train_reward_model(train, PairTexts.empty(), config, folder, resume=True)
+    champions = read_champions(base, all_domains())
+    # a champion trained on other pair sources (the other GRPO recipe) is not a rival: the recipe changed on purpose
+    rivals = {d: v for d, v in champions.items() if trained_on(root, v) == tuple(config.pair_sources)}
+    metrics, judged = _gate(root, result.model_dir, validation, validation_domains, domains, rivals, config, version)
+    becomes_champion = any(v.becomes_champion for v in judged.verdicts.values())
+    metrics.update(champion_val_accuracy=judged.champion_accuracy, is_champion=becomes_champion,
+                   verdicts={d: asdict(v) for d, v in judged.verdicts.items()})
+    fingerprint = pair_set_fingerprint(train, validation)
+    manifest = build_manifest(version, config, fingerprint, len(train), len(validation), metrics, result.seconds,
+                              result.pairs_per_second)
+    manifest["pairs_available"] = pairs_available  # pairs in the tables when it trained: new ones are counted from it
+    manifest["domains"] = list(domains)
+    if retrained_from is not None:
+        manifest["retrained_from"] = retrained_from
+    _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
+    Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
+    save_training_pairs(folder, version, train, validation, described)
+    if available_pair_ids is not None:
+        available_pair_ids.write_parquet(Path(folder, PAIR_IDS_FILE))
+    write_manifest(folder, manifest)
+    if becomes_champion:
+        write_champions(base, crowned(champions, judged.verdicts, version))
+    upload_version(root, version)
+    saved = store.uri(store.name(version), RM_TRAINING_PAIRS_FILE)
+    return TrainingOutcome(len(train), len(validation), version, folder, metrics, judged.champion_accuracy,
+                           becomes_champion, champions, result.pairs_per_second, result.seconds, domains,
+                           judged.verdicts, saved, fingerprint)
+
+
+def retrain_version(root: StorageRoot, version: int, run: RMTrainConfig | None = None) -> TrainingOutcome:
+    """A new version trained again on exactly the pairs `version` trained and validated on (saved beside it, in the
+    order it read them), with its saved settings and seed, standing for the same domains: the same pair-set
+    fingerprint and, on the same device, the same model. Where its training logs go comes from `run`. The gate
+    judges it like any new version."""
+    synced_checkpoints_dir(root)
+    store = rm_store(root)
+    folder = str(store.folder(version))
+    if not store.is_finished(version):
+        raise FileNotFoundError(f"no reward-model version {version} in {store.uri()}")
+    for name in (RM_TRAINING_PAIRS_FILE, PAIR_IDS_FILE):
+        store.fetch_file(version, name)
+    manifest = read_manifest(folder)
+    saved = read_training_pairs(folder)
+    ids_file = Path(folder, PAIR_IDS_FILE)
+    return train_new_version(
+        root, split_pairs(saved, TRAIN), split_pairs(saved, VALIDATION), saved_config(manifest, run),
+        pair_problems(root, version), pairs_available=manifest.get("pairs_available"),
+        available_pair_ids=pl.read_parquet(ids_file) if ids_file.exists() else None,
+        domains=manifest.get("domains"),
+        validation_domains=saved.filter(pl.col("split") == VALIDATION)["domain"].to_list(),
+        described=saved.select("problem_id", "domain"), retrained_from=version)
+
+
+def _gate(root, new_model: str, validation: PairTexts, validation_domains: list, domains: tuple[str, ...],
+          champions: Mapping[str, int], config: RMTrainConfig, version: int) -> tuple[dict, Gate]:
+    """The new model's validation metrics, and the per-domain gate with its floor: the new model and the champions
+    of its domains, each scored once on the validation pairs."""
+    if not len(validation):
+        return {}, gate(np.zeros(0, bool), {}, [], domains, champions, config.champion_margin, config.floor(), version)
+    metrics, wins = _validation(new_model, validation, config.device)
+    judges = {v: _wins(model_dir(root, v), validation, config.device)
+              for v in {champions[d] for d in domains if d in champions}}
+    judged = gate(wins, judges, validation_domains, domains, champions, config.champion_margin, config.floor(),
+                  version)
+    return {**metrics, "accuracy_by_domain": judged.accuracy_by_domain}, judged
+
+
+def _validation(model: str, pairs: PairTexts, device: str) -> tuple[dict, np.ndarray]:
+    """The model's `pairwise_metrics` on the pairs, and which pairs it ranks right."""
+    from orchrm_dagster.rm.metrics import pairwise_metrics
+
+    scorer, chosen, rejected = _scores(model, pairs, device)
+    lengths = scorer.count_plan_tokens(pairs.chosen_plan + pairs.rejected_plan)
+    metrics = pairwise_metrics(chosen, rejected, pairs.source, lengths[:len(pairs)], lengths[len(pairs):])
+    return metrics, np.asarray(chosen) > np.asarray(rejected)
+
+
+def _wins(model: str, pairs: PairTexts, device: str) -> np.ndarray:
+    """Which pairs the model ranks right."""
+    _, chosen, rejected = _scores(model, pairs, device)
+    return np.asarray(chosen) > np.asarray(rejected)
+
+
+def _scores(model: str, pairs: PairTexts, device: str):
+    from orchrm_dagster.rm.score import RewardScorer
+
+    scorer = RewardScorer(model, device)
+    scores = scorer.score(pairs.question * 2, pairs.chosen_plan + pairs.rejected_plan)
+    return scorer, scores[:len(pairs)], scores[len(pairs):]
+
+
+def _drop_trainer_checkpoints(folder: str) -> None:
+    for checkpoint in Path(folder).glob("checkpoint-*"):
+        shutil.rmtree(checkpoint, ignore_errors=True)

@@ -1,0 +1,230 @@
+"""Questions about the reward-model versions under a storage root: the latest one, each domain's champion and the
+scorers made of them, why a domain has none (`champion_refusals`, cached), what a version trained on, the new pairs
+since, and the `rm_checkpoints` table. Nothing here trains (`challenger` does)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from orchrm_dagster.contract import RM_CHECKPOINTS
+from orchrm_dagster.pairs import current_pair_ids
+from orchrm_dagster.rm.champions import NoChampion, read_champions
+from orchrm_dagster.rm.checkpoints import (PAIR_IDS_FILE, PAIR_PROBLEMS_FILE, list_versions, model_dir, rm_store,
+                                          saved_config, synced_checkpoints_dir)
+from orchrm_dagster.rm.config import RMTrainConfig, ScoringSettings
+from orchrm_dagster.rm.domains import DomainScorer, all_domains
+from orchrm_dagster.storage import StorageRoot
+
+
+def current_champions(root: StorageRoot) -> dict[str, int]:
+    """Domain -> champion version ({} before the first reward model)."""
+    return read_champions(synced_checkpoints_dir(root), all_domains())
+
+
+def champion_version(root: StorageRoot, domain: str) -> int:
+    """`domain`'s champion version; NoChampion saying why when the domain has none."""
+    version = current_champions(root).get(domain)
+    if version is None:
+        raise NoChampion(no_champion_reason(root, domain))
+    return version
+
+
+def champion_scorer(root: StorageRoot, settings: ScoringSettings, domain: str):
+    """(version, RewardScorer) of `domain`'s champion; NoChampion saying why when the domain has none."""
+    version = champion_version(root, domain)  # syncs the checkpoints folder
+    return version, _scorer(root, version, settings)
+
+
+def domain_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()) -> DomainScorer:
+    """A scorer that reads each plan with its domain's champion; NoChampion saying why when no domain has one."""
+    base = synced_checkpoints_dir(root)
+    champions = read_champions(base, all_domains())
+    if not champions:
+        raise NoChampion(no_champion_reason(root))
+    return DomainScorer(champions, lambda version: _scorer(root, version, settings))
+
+
+def no_champion_reason(root: StorageRoot, domain: str | None = None) -> str:
+    """Why `domain` (None: every domain) has no champion reward model: no version trained yet, or what the gate said
+    of the latest version that stood for it (its floor: too few validation pairs, accuracy not above chance)."""
+    return _cached_reasons(root, [domain])[domain]
+
+
+def _no_champion_reasons(root: StorageRoot, versions: Sequence[dict],
+                         domains: Collection[str | None]) -> dict[str | None, str]:
+    """`no_champion_reason` of each of `domains`, from the finished versions' manifests (`list_versions`)."""
+    reasons = {}
+    for domain in domains:
+        where = f"for the {domain} domain" if domain else "for any domain"
+        standing = [v for v in versions if domain is None or domain in v.get("domains", all_domains())]
+        if not standing:
+            reasons[domain] = (f"no champion reward model {where} in {rm_store(root).uri()}: none trained "
+                               f"yet (materialize `reward_model` once the runs make pairs)")
+            continue
+        latest = standing[-1]
+        verdicts = latest.get("metrics", {}).get("verdicts", {})
+        shown = [domain] if domain else sorted(verdicts)
+        said = "; ".join(("" if domain else f"{d}: ") + verdicts[d]["refusal"] for d in shown
+                         if (verdicts.get(d) or {}).get("refusal"))
+        said = said or f"v{latest['version']} was not crowned (it trained before the gate recorded why)"
+        reasons[domain] = f"no champion reward model {where}: {said}; a version trains again once new pairs arrive"
+    return reasons
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A domain's champion and what it showed on the domain's validation pairs when crowned, or why there is none."""
+
+    domain: str
+    champion: int | None
+    accuracy: float | None = None
+    pairs: int = 0
+    p_value: float | None = None  # of its accuracy against chance
+    falls_short: str | None = None  # why it (crowned before the floor, say) does not clear the floor it trained with
+    no_champion: str | None = None  # why the domain has none
+
+    @property
+    def beats_chance(self) -> bool:
+        return self.champion is not None and self.falls_short is None
+
+
+def champion_standings(root: StorageRoot) -> list[Standing]:
+    """Every domain's standing: its champion with the verdict that crowned it (a champion crowned before verdicts
+    recorded a p-value is tested again on its recorded accuracy and pairs, against the floor of its config), or why
+    it has none."""
+    champions = current_champions(root)
+    versions = list_versions(str(synced_checkpoints_dir(root)))
+    manifests = {v["version"]: v for v in versions}
+    reasons = _no_champion_reasons(root, versions, [d for d in all_domains() if d not in champions])
+    standings = []
+    for domain in all_domains():
+        version = champions.get(domain)
+        if version is None:
+            standings.append(Standing(domain, None, no_champion=reasons[domain]))
+            continue
+        manifest = manifests.get(version, {})
+        metrics = manifest.get("metrics", {})
+        verdict = metrics.get("verdicts", {}).get(domain) or {}
+        accuracy = verdict.get("accuracy", (metrics.get("accuracy_by_domain") or {}).get(domain,
+                                                                                          metrics.get("val_accuracy")))
+        pairs = verdict.get("pairs", manifest.get("n_validation_pairs") or 0) if accuracy is not None else 0
+        floor = saved_config(manifest).floor() if manifest else RMTrainConfig().floor()
+        p_value = verdict.get("p_value")
+        if p_value is None:
+            p_value = floor.p_value(round((accuracy or 0.0) * pairs), pairs)
+        standings.append(Standing(domain, version, accuracy, pairs, p_value,
+                                  floor.refusal(version, accuracy, pairs, p_value)))
+    return standings
+
+
+def champion_refusals(root: StorageRoot, domains: Collection[str] | None = None,
+                      champions: Mapping[str, int] | None = None, latest: int | None | object = ...) -> dict[str, str]:
+    """Domain -> why it has no champion, for each of `domains` (None: every domain) without one. `champions` and
+    `latest` (`latest_version`): the current ones, if read already (the loop's read does; it asks every few
+    seconds)."""
+    champions = current_champions(root) if champions is None else champions
+    wanted = sorted(d for d in (domains if domains is not None else all_domains()) if d not in champions)
+    return _cached_reasons(root, wanted, latest)
+
+
+# (root url, latest finished version, domain or None) -> why the domain has no champion: a version's verdicts are
+# final once its manifest is written, so the reasons change only with the latest version
+_REASONS: dict[tuple, str] = {}
+
+
+def _cached_reasons(root: StorageRoot, domains: Collection[str | None], latest: int | None | object = ...) -> dict:
+    latest = latest_version(root) if latest is ... else latest  # None: no version yet, as read by the caller
+    keys = {domain: (root.url, latest, domain) for domain in domains}
+    found = {domain: _REASONS.get(key) for domain, key in keys.items()}
+    missing = [domain for domain, why in found.items() if why is None]
+    if missing:
+        if len(_REASONS) > 256:
+            _REASONS.clear()
+        for domain, why in _no_champion_reasons(root, list_versions(str(synced_checkpoints_dir(root))),
+                                                missing).items():
+            _REASONS[keys[domain]] = found[domain] = why
+    return found
+
+
+def _scorer(root: StorageRoot, version: int, settings: ScoringSettings):
+    from orchrm_dagster.rm.score import RewardScorer
+
+    return RewardScorer(model_dir(root, version), settings.device, settings.max_length, settings.batch_size)
+
+
+def latest_version(root: StorageRoot) -> int | None:
+    """The latest finished reward-model version, champion or not (None: none trained yet): the newest version
+    folder with a manifest (no manifest is read)."""
+    synced_checkpoints_dir(root)
+    store = rm_store(root)
+    return next((v for v in reversed(store.numbers()) if store.is_finished(v)), None)
+
+
+def new_pairs_since_training(root: StorageRoot, current: pl.DataFrame | None = None) -> int | None:
+    """Pairs in the tables now that were not there when the latest reward-model version trained (None: none has
+    trained yet). Counted by pair_id, so a rollout on problems whose pairs are at their caps, which replaces pairs
+    rather than adding to their number, counts too. The latest version, champion or not: a challenger the gate
+    turned down has seen the same pairs, and retraining on them again would learn nothing new."""
+    versions = list_versions(str(synced_checkpoints_dir(root)))
+    if not versions:
+        return None
+    latest = versions[-1]
+    current = current_pair_ids(root) if current is None else current  # the tables' pair_id column, if read already
+    seen_file = Path(latest["path"], PAIR_IDS_FILE)
+    if not seen_file.exists():  # a version trained before pair ids were recorded: compare counts
+        return current.height - (latest.get("pairs_available") or 0)
+    seen = pl.read_parquet(seen_file)
+    return current.join(seen, on="pair_id", how="anti").height
+
+
+_TRAINED_ON: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
+def trained_on(root: StorageRoot, version: int) -> tuple[str, ...]:
+    """The pair sources reward-model `version` trained on (empty: every source). A manifest never changes once
+    written, so each is read once per process."""
+    key = (root.url, version)
+    if key not in _TRAINED_ON:
+        manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), {})
+        _TRAINED_ON[key] = tuple(manifest.get("config", {}).get("pair_sources") or ())
+    return _TRAINED_ON[key]
+
+
+def pair_problems(root: StorageRoot, version: int) -> frozenset[str] | None:
+    """The problems of every pair (train and validation) reward-model `version` saw; None for a version trained
+    before this was recorded."""
+    synced_checkpoints_dir(root)
+    path = rm_store(root).folder(version) / PAIR_PROBLEMS_FILE
+    return frozenset(json.loads(path.read_text())) if path.exists() else None
+
+
+def checkpoint_table(root: StorageRoot) -> pa.Table:
+    """The `rm_checkpoints` table: one row per finished version, with the domains it stood for and those it is
+    champion of now."""
+    base = synced_checkpoints_dir(root)
+    every = all_domains()
+    champions = read_champions(base, every)
+    rows = []
+    for v in list_versions(str(base)):
+        metrics = v.get("metrics", {})
+        champion_of = sorted(d for d, version in champions.items() if version == v["version"])
+        by_domain = metrics.get("accuracy_by_domain")
+        rows.append({
+            "version": v["version"], "path": rm_store(root).uri(Path(v["path"]).name) if not root.is_local
+            else v["path"], "backbone": v["backbone"], "n_train_pairs": v["n_train_pairs"],
+            "n_validation_pairs": v["n_validation_pairs"], "val_accuracy": metrics.get("val_accuracy"),
+            "champion_val_accuracy": metrics.get("champion_val_accuracy"), "ece": metrics.get("ece"),
+            "length_spearman": metrics.get("length_spearman"), "pairs_per_second": v["pairs_per_second"],
+            "pair_set_fingerprint": v["pair_set_fingerprint"], "is_champion": bool(champion_of),
+            "created_at": v["created_at"],
+            # a version from before domains were recorded was one model trained on every pair
+            "domains": v.get("domains", list(every)), "champion_of": champion_of,
+            "val_accuracy_by_domain": json.dumps(by_domain, sort_keys=True) if by_domain is not None else None,
+        })
+    return pa.Table.from_pylist(rows, schema=RM_CHECKPOINTS)

@@ -1,1 +1,0 @@
-SELECT count(*) AS runs FROM runs WHERE policy_name = $policy;
