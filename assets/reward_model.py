@@ -74,6 +74,8 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
                                             "validation_rows": o.validation_pairs,
                                             "pair_set_fingerprint": o.pair_set_fingerprint} for o in outcomes},
         "retrained_from": config.retrain_from_version,
+        # what each training was estimated to need before it loaded anything, against the device's memory
+        "memory_estimate": {str(o.version): o.memory.get("message") for o in outcomes if o.memory},
         "champion_of": {str(o.version): list(o.champion_of) for o in outcomes},
         **training_logs_metadata([config.to_engine().training_logs(o.path) for o in outcomes]),
         "champions": dg.MetadataValue.md(markdown_table(

@@ -1,7 +1,8 @@
 """Reward-model scoring throughput: RewardScorer vs one plan at a time vs the forward-pass ceiling, one run.
 
     .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--rounds 3] [--model-dir DIR]
-        [--backbone minilm|smollm2|DIR] [--device cpu|cuda|auto]
+        [--backbone minilm|smollm2|DIR] [--device cpu|cuda|auto] [--dtype auto|fp32|bf16|fp16]
+    .venv/bin/python bench/rm_score.py --mixed [--plans 512] [--shortest 20] [--longest 500] [--rounds 1] ...
 
 Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest random_plan_text with 1-3
 agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the --backbone (default: the packaged
@@ -14,6 +15,13 @@ the format it was trained with, at --max-length.
   one by one: RewardScorer.score([plan]) per plan.
   ceiling:    the model's forward pass alone on the scorer's batches, each made one length (its mean), pre-built
               tensors: the same tokens with no padding, no tokenization and no bookkeeping.
+--mixed instead measures what length bucketing buys: plans whose token counts are spread evenly over --shortest to
+--longest (max length 512), scored by the same model in three batchings (the model's time only, no tokenizing):
+  input order: --batch-size plans at a time as they come, each batch padded to its longest (the batching before
+               length buckets);
+  sorted:      length-sorted batches of --batch-size, no token budget;
+  scorer:      the scorer's own batches (sorted, at most --batch-size inputs and, on CPU, 2048 padded tokens).
+It prints plans/s (wall clock and CPU time) and the padded tokens each batching computes (the pad share of all).
 Each of --rounds rounds runs every method once; each method's fastest run is kept. Rates are given by wall clock and by this
 process's CPU time: on a shared CPU the wall clock also counts time spent descheduled (CPU time, in turn, counts
 OpenMP spin-waits with 2+ threads).
@@ -67,6 +75,53 @@ def untrained_model_dir(folder: str, backbone: str | None = None, max_length: in
     tokenizer.save_pretrained(target)
     write_input_spec(target, InputSpec("plan_text", max_length, None))
     return target
+
+
+def mixed_inputs(tokenizer, n: int, shortest: int, longest: int) -> tuple[list[str], list[str]]:
+    """n (question, plan) pairs whose plan_text encodings run from about `shortest` to `longest` tokens, evenly
+    spread, in random order: a plan is random_plan_text cut at a drawn number of tokens."""
+    rng = random.Random(0)
+    questions, plans = [], []
+    for i in range(n):
+        question = f"What is {rng.randint(2, 99)} times {rng.randint(2, 99)}?"
+        overhead = len(tokenizer(f"Question:\n{question}\n\nPlan:\n")["input_ids"])
+        text = " ".join(random_plan_text(random.Random(i * 10 + k), 3) for k in range(3))
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        plans.append(tokenizer.decode(ids[:max(1, rng.randint(shortest, longest) - overhead)]))
+        questions.append(question)
+    return questions, plans
+
+
+def padded_tokens(batches: list[list[int]], lengths: list[int]) -> int:
+    return sum(len(batch) * max(lengths[i] for i in batch) - sum(lengths[i] for i in batch) for batch in batches)
+
+
+def measure_mixed(scorer: RewardScorer, questions, plans, rounds: int) -> None:
+    from orchrm_dagster.rm.score import length_sorted_batches
+
+    ids = encode(scorer.tokenizer, questions, plans, scorer.spec)
+    lengths = [len(row) for row in ids]
+    size = scorer.batch_size
+    batchings = {"input order": [list(range(i, min(i + size, len(ids)))) for i in range(0, len(ids), size)],
+                 "sorted": length_sorted_batches(lengths, size, None),
+                 "scorer": scorer.batches(lengths)}
+
+    def run(batches):
+        for batch in batches:
+            scorer.forward([ids[i] for i in batch])
+
+    scorer.forward(ids[:size])  # warm-up
+    times = {name: [] for name in batchings}
+    for _ in range(rounds):
+        for name, batches in batchings.items():
+            times[name].append(timed(lambda: run(batches), scorer.device))
+    real = sum(lengths)
+    for name, batches in batchings.items():
+        wall, cpu = (min(t[which] for t in times[name]) for which in (0, 1))
+        pads = padded_tokens(batches, lengths)
+        print(f"{name:11s}: {len(plans) / wall:6.1f} plans/s wall, {len(plans) / cpu:6.1f} by CPU time | "
+              f"{len(batches):3d} batches, {pads:7,d} padded tokens ({pads / (real + pads):5.1%} of "
+              f"{real + pads:,} computed)", flush=True)
 
 
 def ceiling_batches(scorer: RewardScorer, questions, plans) -> list[torch.Tensor]:
@@ -126,23 +181,44 @@ def main() -> None:
     parser.add_argument("--model-dir")
     parser.add_argument("--backbone", help="without --model-dir: minilm (default), smollm2 or a model folder")
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
+    parser.add_argument("--dtype", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
+    parser.add_argument("--mixed", action="store_true", help="input-order vs length-sorted batches on mixed lengths")
+    parser.add_argument("--shortest", type=int, default=20)
+    parser.add_argument("--longest", type=int, default=500)
     args = parser.parse_args()
+    if args.mixed:
+        return main_mixed(args)
     questions, plans = scoring_inputs(args.plans)
     with tempfile.TemporaryDirectory() as folder:
         model_dir = args.model_dir or untrained_model_dir(folder, args.backbone, args.max_length)
-        scorer = RewardScorer(model_dir, device=args.device, max_length=args.max_length, batch_size=args.batch_size)
+        scorer = RewardScorer(model_dir, device=args.device, max_length=args.max_length, batch_size=args.batch_size,
+                              dtype=args.dtype)
         lengths = [len(row) for row in encode(scorer.tokenizer, questions, plans, scorer.spec)]
         on = f"{scorer.device} ({torch.cuda.get_device_name()})" if scorer.device == "cuda" else scorer.device
         print(f"{type(scorer.model).__name__} on {on}, {scorer.spec.input_format}: {len(plans)} plans, tokens min "
               f"{min(lengths)} median {statistics.median(lengths):.0f} max {max(lengths)} "
               f"({sum(n == args.max_length for n in lengths)} at the cap), batch {args.batch_size}, "
-              f"{len(scorer.batches(lengths))} batches, fp32, load average {os.getloadavg()[0]:.1f} on "
+              f"{len(scorer.batches(lengths))} batches, {scorer.dtype}, load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs", flush=True)
         for threads in ((torch.get_num_threads(),) if scorer.device == "cuda" else (torch.get_num_threads(), 1)):
             torch.set_num_threads(threads)
             report(threads, measure(scorer, questions, plans, args.rounds))
         if scorer.device == "cuda":
             print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+
+
+def main_mixed(args) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        model_dir = args.model_dir or untrained_model_dir(folder, args.backbone, 512)
+        scorer = RewardScorer(model_dir, device=args.device, max_length=512, batch_size=args.batch_size,
+                              dtype=args.dtype)
+        questions, plans = mixed_inputs(scorer.tokenizer, args.plans, args.shortest, args.longest)
+        lengths = [len(row) for row in encode(scorer.tokenizer, questions, plans, scorer.spec)]
+        print(f"{type(scorer.model).__name__} on {scorer.device}, {scorer.dtype}, {torch.get_num_threads()} "
+              f"thread(s): {len(plans)} plans, tokens min {min(lengths)} median {statistics.median(lengths):.0f} "
+              f"max {max(lengths)}, batch {args.batch_size}, load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} CPUs", flush=True)
+        measure_mixed(scorer, questions, plans, args.rounds)
 
 
 if __name__ == "__main__":

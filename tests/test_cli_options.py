@@ -41,7 +41,7 @@ def test_each_flag_shows_its_configs_default_and_none_restates_one(name, command
         help_text = param.get_help_record(click.Context(command))[1]
         default = field_default(param.config, param.path)
         assert (f"[default: {_shown(default)}" in help_text or "[default: every registered one" in help_text
-                or (name, param.name) == ("orchestrate", "best_of_n")), help_text  # --best-of N turns Best-of-N on
+                or (name, param.name) == ("orchestrate", "best_of")), help_text  # --best-of N turns Best-of-N on
         description = param.config.__pydantic_fields__[param.path.split(".")[0]].description
         assert description is not None
 

@@ -26,6 +26,8 @@ from pathlib import Path
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.rewards import raw_metric
 from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings, loaded_model, sample_rows
+from orchrm_dagster.lora import lora_config as shared_lora_config
+from orchrm_dagster.lora import save_trained
 from orchrm_dagster.orchestration import sample_seed
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.rm import bf16_supported
@@ -67,12 +69,11 @@ def memory_and_precision(settings, device: str, native_bf16=bf16_supported) -> d
 
 
 def lora_config(settings):
-    """The trainer's `peft_config`: LoRA adapters of `lora_rank` with `lora`, else None (every weight trains)."""
+    """The trainer's `peft_config`: LoRA adapters of `lora_rank` with `lora` (the shared `orchrm_dagster.lora`
+    helper, as the reward model's), else None (every weight trains)."""
     if not settings.lora:
         return None
-    from peft import LoraConfig
-
-    return LoraConfig(r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, task_type="CAUSAL_LM")
+    return shared_lora_config(settings.lora_rank, task_type="CAUSAL_LM")
 
 
 def grpo_config(settings, output_dir: str, device: str):
@@ -132,10 +133,7 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
 def save_policy(trainer, settings, output_dir: str) -> None:
     """Saves the trained policy (its LoRA adapters merged in) and its tokenizer to output_dir/MODEL_SUBDIR: the
     folder the round publishes."""
-    folder = os.path.join(output_dir, MODEL_SUBDIR)
-    model = trainer.model.merge_and_unload() if settings.lora else trainer.model
-    model.save_pretrained(folder)
-    trainer.processing_class.save_pretrained(folder)
+    save_trained(trainer.model, trainer.processing_class, os.path.join(output_dir, MODEL_SUBDIR), merge=True)
 
 
 class PlanSampler:

@@ -49,6 +49,7 @@ class TrainingOutcome:
     verdicts: dict[str, DomainVerdict] = field(default_factory=dict)  # domain -> how it fared there
     training_pairs: str = ""  # where the pairs it trained and validated on are saved (a URI on an object store)
     pair_set_fingerprint: str = ""
+    memory: dict = field(default_factory=dict)  # the training's memory estimate, made before loading (`rm.memory`)
 
     @property
     def champion_of(self) -> tuple[str, ...]:
@@ -162,6 +163,8 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     manifest["domains"] = list(domains)
     if retrained_from is not None:
         manifest["retrained_from"] = retrained_from
+    if result.memory:
+        manifest["memory_estimate"] = result.memory
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
     Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
     save_training_pairs(folder, version, train, validation, described)
@@ -174,7 +177,7 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     saved = store.uri(store.name(version), RM_TRAINING_PAIRS_FILE)
     return TrainingOutcome(len(train), len(validation), version, folder, metrics, judged.champion_accuracy,
                            becomes_champion, champions, result.pairs_per_second, result.seconds, domains,
-                           judged.verdicts, saved, fingerprint)
+                           judged.verdicts, saved, fingerprint, result.memory)
 
 
 def retrain_version(root: StorageRoot, version: int, run: RMTrainConfig | None = None) -> TrainingOutcome:

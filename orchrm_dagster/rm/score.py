@@ -10,33 +10,57 @@ from collections.abc import Sequence
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers.modeling_layers import GenericForSequenceClassification
 
 from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.rm.adapters import is_adapter_checkpoint, load_reward_model
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.metrics import pairwise_metrics
 from orchrm_dagster.rm.template import encode, read_input_spec
 
 CPU_BATCH_TOKENS = 2048  # measured with MiniLM on one core: 8 x 256, 16 x 128 tokens ran faster than 32-input batches
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """"auto": fp32 on the CPU; on a GPU bf16 where it runs it natively (torch.cuda.is_bf16_supported), else fp16."""
+    if dtype == "auto":
+        if device != "cuda":
+            return "fp32"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if dtype not in TORCH_DTYPES:
+        raise ValueError(f"unknown scoring dtype {dtype!r}; known: auto, {', '.join(TORCH_DTYPES)}")
+    return dtype
 
 
 class RewardScorer:
-    """r(x, z) from a model folder written by `train_reward_model`, always in fp32 (bf16 scores tie too often).
+    """r(x, z) from a sequence-classification model folder (one written by `train_reward_model`, or any encoder or
+    decoder classifier with a scalar head).
 
     Inputs are sorted by token length and batched so a batch pads little; results come back in input order. A batch
     holds at most batch_size inputs and max_batch_tokens padded tokens (None: 2048 on CPU, where larger batches
     run slower per token, as they spill out of cache; unbounded on GPU).
-    Loaded models are cached per (model_dir, device) in this process, so constructing a scorer twice is cheap.
+    Weights load in `dtype` (`resolve_dtype`: auto is fp32 on the CPU, bf16 or fp16 on a GPU); the scalar head runs
+    in fp32 whatever the dtype, so that scores do not tie on bf16's 8-bit mantissa. The default is fp32, which the
+    validation that crowns champions (training, challengers) keeps; `ScoringSettings.dtype` (auto) sets it for
+    rm_scores, Best-of-N, GRPO and `orchrm serve`.
+    Batches are padded on the right; a decoder classifier (Llama, Qwen, Mistral) is read at each input's last real
+    token, found from the attention mask rather than the pad id, so a batch scores as its inputs one by one even when
+    the pad token is the EOS (a tokenizer without a pad token pads with its EOS).
+    Loaded models are cached per (model_dir, device, dtype) in this process, so constructing a scorer twice is cheap.
     Plans are read in the input format the model was trained with, at its trained length unless max_length is given.
     """
 
     def __init__(self, model_dir: str, device: str = "auto", max_length: int | None = None, batch_size: int = 32,
-                 max_batch_tokens: int | None = None):
+                 max_batch_tokens: int | None = None, dtype: str = "fp32"):
         self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
         trained = read_input_spec(model_dir)
         self.spec = dataclasses.replace(trained, max_length=max_length) if max_length else trained
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens or (CPU_BATCH_TOKENS if self.device == "cpu" else None)
-        self.model, self.tokenizer = _load(os.path.realpath(model_dir), self.device, _weights_stamp(model_dir))
+        self.model, self.tokenizer = _load(os.path.realpath(model_dir), self.device, self.dtype,
+                                           _weights_stamp(model_dir))
 
     def score(self, questions: Sequence[str], plans: Sequence[str]) -> list[float]:
         return self.score_with_lengths(questions, plans)[0]
@@ -57,8 +81,12 @@ class RewardScorer:
     def forward(self, batch_ids: list[list[int]]) -> list[float]:
         """Scores of one batch of token ids (right-padded here)."""
         input_ids, attention_mask = pad_right(batch_ids, self.tokenizer.pad_token_id)
+        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
         with torch.inference_mode():
-            logits = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).logits
+            if isinstance(self.model, GenericForSequenceClassification):
+                logits = _last_token_logits(self.model, input_ids, attention_mask)
+            else:
+                logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         return logits.squeeze(-1).float().cpu().tolist()
 
     def count_plan_tokens(self, plans: Sequence[str]) -> list[int]:
@@ -102,12 +130,42 @@ def pad_right(batch_ids: list[list[int]], pad_token_id: int) -> tuple[torch.Tens
     return input_ids, attention_mask
 
 
+def _last_token_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """A decoder classifier's logits at each row's last attended token (rows padded on the right). The model's own
+    forward reads the last token that is not the pad id, which is the token before the EOS when the pad is the EOS."""
+    body = getattr(model, model.base_model_prefix)
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    last = attention_mask.sum(-1) - 1
+    return model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])
+
+
+def _head(model) -> torch.nn.Module | None:
+    for name in ("score", "classifier"):
+        if isinstance(module := getattr(model, name, None), torch.nn.Module):
+            return module
+    return None
+
+
+def _to_float32(module, args):
+    return tuple(a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args)
+
+
 @functools.lru_cache(maxsize=4)
-def _load(model_dir: str, device: str, weights_stamp: tuple):
+def _load(model_dir: str, device: str, dtype: str, weights_stamp: tuple):
     # weights_stamp is part of the cache key so that a model retrained into the same folder is reloaded.
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
-    return model, tokenizer
+    if tokenizer.pad_token_id is None:  # a decoder checkpoint without a pad token: pad with the EOS
+        tokenizer.pad_token = tokenizer.eos_token
+    if is_adapter_checkpoint(model_dir):  # LoRA adapters saved beside their backbone's path (rm `save: adapter`)
+        model = load_reward_model(model_dir, tokenizer, TORCH_DTYPES[dtype])
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=TORCH_DTYPES[dtype])
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    if dtype != "fp32" and (head := _head(model)) is not None:
+        head.float()  # the head's inputs are cast up: a score in fp32 rather than rounded to bf16/fp16
+        head.register_forward_pre_hook(_to_float32)
+    return model.to(device).eval(), tokenizer
 
 
 def _weights_stamp(model_dir: str) -> tuple:

@@ -16,8 +16,12 @@ type and input and every edge, with the descriptions cut to a common length (inp
 enough). A plan that does not parse is read as its raw text, head and tail. `plan_text`, the format of reward models
 trained before, reads the raw question + plan text, truncated at the end.
 
-A checkpoint records its `InputSpec` (format, length, thinking budget; `input_format.json` beside the weights), so
-the scorer reads plans exactly as the model learned to.
+A decoder backbone trained as an instruct model may read the input in its chat template (`template="chat"`: the
+whole input is one user message, the turn's tokens wrapped around it and counted in max_length); `plain` (the
+default, and every encoder) reads it as text.
+
+A checkpoint records its `InputSpec` (format, length, thinking budget, template; `input_format.json` beside the
+weights), so the scorer reads plans exactly as the model learned to.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from typing import Literal
 from orchrm_dagster.plans import Plan, parse_plan
 
 InputFormat = Literal["graph_first", "plan_text"]
+# plain: the input as text; chat: wrapped in the tokenizer's chat template as one user message (instruct decoders)
+TemplateKind = Literal["plain", "chat"]
+CHAT_MARK = "<<orchrm-input>>"  # stands for the input while the chat template is rendered around it
 INPUT_FORMAT_FILE = "input_format.json"
 TEMPLATE = "Question:\n{question}\n\nPlan:\n{plan}"
 # plan_text: a long question may take at most this share of max_length, so that the plan is never left out.
@@ -48,6 +55,15 @@ class InputSpec:
     input_format: InputFormat = "graph_first"
     max_length: int = 512
     thinking_tokens: int | None = 128  # graph_first: most tokens of thinking read (its head and tail); None: any
+    template: TemplateKind = "plain"  # chat: the input is one user message in the tokenizer's chat template
+
+    def as_dict(self) -> dict:
+        """The spec's fields, as recorded (`input_format.json`, caches): `template` only when not plain, so a plain
+        spec reads as it did before templates."""
+        fields = dataclasses.asdict(self)
+        if self.template == "plain":
+            del fields["template"]
+        return fields
 
 
 LEGACY_SPEC = InputSpec("plan_text", 256, None)  # a checkpoint without INPUT_FORMAT_FILE was trained so
@@ -81,7 +97,11 @@ def encode_with_report(tokenizer, questions: Sequence[str], plans: Sequence[str]
         raise ValueError(f"{len(questions)} questions but {len(plans)} plans")
     if not questions:
         return Encoded([], [], [])  # fast tokenizers fail on an empty batch
+    if spec.template not in ("plain", "chat"):
+        raise ValueError(f"unknown reward-model template {spec.template!r}; known: plain, chat")
     if spec.input_format == "plan_text":
+        if spec.template == "chat":
+            return _encode_plan_text_chat(tokenizer, questions, plans, spec.max_length)
         return _encode_plan_text(tokenizer, questions, plans, spec.max_length)
     if spec.input_format != "graph_first":
         raise ValueError(f"unknown reward-model input format {spec.input_format!r}; known: graph_first, plan_text")
@@ -115,7 +135,7 @@ def _cut(text: str, chars: int | None) -> str:
 def _encode_graph_first(tokenizer, questions, plans, spec: InputSpec) -> Encoded:
     """Structure first (fields cut only if it cannot fit beside QUESTION_FLOOR tokens of question), then as much of
     the question as fits, then the thinking's head and tail in what is left (at most spec.thinking_tokens)."""
-    prefix, suffix = _special_tokens(tokenizer)
+    prefix, suffix = _special_tokens(tokenizer, spec.template)
     budget = spec.max_length - len(prefix) - len(suffix)
     parsed = [parse_plan(plan) for plan in plans]
     heads = [f"Question: {q}\n" for q in questions]
@@ -183,9 +203,14 @@ def _tokens(tokenizer, texts: list[str]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
 
 
-def _special_tokens(tokenizer) -> tuple[list[int], list[int]]:
-    """(ids before, ids after) the text that the tokenizer adds as special tokens, plus an EOS at the end for a
-    decoder tokenizer that does not add one (the score is read at the last token)."""
+def _special_tokens(tokenizer, template: TemplateKind = "plain") -> tuple[list[int], list[int]]:
+    """(ids before, ids after) the text that the tokenizer adds as special tokens (chat: the chat template's turn
+    around one user message), plus an EOS at the end for a decoder tokenizer that does not add one (the score is read
+    at the last token)."""
+    if template == "chat":
+        prefix, suffix = _chat_turn(tokenizer)
+        eos = tokenizer.eos_token_id
+        return prefix, suffix + [eos] if eos is not None and (not suffix or suffix[-1] != eos) else suffix
     core = _tokens(tokenizer, ["orchrm"])[0]
     full = tokenizer(["orchrm"], verbose=False)["input_ids"][0]
     start = next(i for i in range(len(full) - len(core) + 1) if full[i:i + len(core)] == core)
@@ -210,6 +235,26 @@ def _encode_plan_text(tokenizer, questions, plans, max_length) -> Encoded:
     return Encoded(ids, [len(row) < limit for row in ids], [len(row) < limit for row in ids])
 
 
+def _encode_plan_text_chat(tokenizer, questions, plans, max_length) -> Encoded:
+    """plan_text in the chat template: the text cut at the end to fit between the turn's ids."""
+    prefix, suffix = _special_tokens(tokenizer, "chat")
+    room = max_length - len(prefix) - len(suffix)
+    questions = shorten_questions(tokenizer, questions, int(max_length * QUESTION_SHARE))
+    rows = _tokens(tokenizer, [format_input(q, p) for q, p in zip(questions, plans)])
+    whole = [len(row) <= room for row in rows]
+    return Encoded([prefix + row[:max(room, 0)] + suffix for row in rows], whole, whole)
+
+
+def _chat_turn(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids of the tokenizer's chat template before and after the content of one user message."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("template 'chat' needs a tokenizer with a chat template; this one has none (use 'plain')")
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": CHAT_MARK}], tokenize=False,
+                                             add_generation_prompt=False)
+    before, _, after = rendered.partition(CHAT_MARK)
+    return _tokens(tokenizer, [before])[0], _tokens(tokenizer, [after])[0] if after else []
+
+
 def shorten_questions(tokenizer, questions: Sequence[str], budget: int) -> list[str]:
     """Each question cut to `budget` tokens (decoded back to text), the others unchanged."""
     ids = _tokens(tokenizer, list(questions))
@@ -221,7 +266,7 @@ def shorten_questions(tokenizer, questions: Sequence[str], budget: int) -> list[
 
 def write_input_spec(model_dir: str, spec: InputSpec) -> None:
     with open(os.path.join(model_dir, INPUT_FORMAT_FILE), "w") as out:
-        json.dump(dataclasses.asdict(spec), out)
+        json.dump(spec.as_dict(), out)
 
 
 def read_input_spec(model_dir: str) -> InputSpec:

@@ -4,13 +4,21 @@ Loss: -log sigmoid(r(x, z_w) - r(x, z_l)) (+ TRL's optional reward-centering ter
 sequence-classification head with num_labels=1: BERT-type backbones (the packaged MiniLM) read it from the pooled
 [CLS] token; decoder backbones (Llama, Qwen: transformers' *ForSequenceClassification) read it at the last non-pad
 token, which is why such a backbone gets a pad token distinct from EOS (the EOS that ends each input must not be
-mistaken for padding).
+mistaken for padding). Inputs are padded on the right everywhere (TRL's collator, the scorer), and the score is
+read at the last non-pad token.
+
+The weights load in `config.dtype` (fp32 by default; bf16 halves them). With `config.lora` the backbone is frozen and
+LoRA adapters plus the score head train (peft, task SEQ_CLS: the head is a module peft trains whole and saves with
+the adapters); the checkpoint is the adapters merged into a plain model (save="merged") or the adapters alone
+(save="adapter", loaded by `rm.adapters.load_reward_model`). Before anything is loaded, the memory the configuration
+needs is estimated and logged (`rm.memory`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -26,14 +34,17 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_
 from trl import RewardConfig, RewardTrainer
 
 from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.lora import is_adapted, lora_config, save_trained
 from orchrm_dagster.rm.checkpoints import MODEL_SUBDIR
-from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, use_bf16
+from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, torch_dtype, use_bf16
+from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_estimate
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
 from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec
 
 RUN_KEY_FILE = "run_key.json"
 ADDED_PAD_TOKEN = "<|rm_pad|>"
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class TrainResult:
     pairs_per_second: float  # pairs trained by this call / seconds
     final_loss: float  # the last logged training loss
     validation_metrics: dict = field(default_factory=dict)  # pairwise_metrics on the validation pairs, fp32
+    memory: dict = field(default_factory=dict)  # the memory estimate made before loading (`rm.memory`)
 
 
 def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainConfig, output_dir: str,
@@ -58,6 +70,7 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
     if len(train) == 0:
         raise ValueError("no training pairs: ingest runs from more than one policy kind, or with labels, first")
     device = resolve_device(config.device)
+    memory = training_memory(config, device)
     checkpoint = _checkpoint_to_resume(output_dir, _run_key(train, config), resume)
     with _torch_threads(config.num_threads):
         trainer = _build_trainer(train, config, output_dir, device)
@@ -66,23 +79,48 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
         trainer.train(resume_from_checkpoint=checkpoint)
         seconds = time.perf_counter() - started
         model_dir = os.path.join(output_dir, MODEL_SUBDIR)
-        trainer.save_model(model_dir)
+        if is_adapted(trainer.model):
+            save_trained(trainer.model, trainer.processing_class, model_dir, merge=config.save == "merged")
+        else:
+            trainer.save_model(model_dir)
         write_input_spec(model_dir, config.input_spec())
         metrics = _validation_metrics(model_dir, validation, config, device)
     steps = trainer.state.global_step
     pairs = pairs_in_steps(_checkpoint_step(checkpoint), steps, len(train), config.batch_size)
     return TrainResult(model_dir=model_dir, steps=steps, train_pairs=len(train), seconds=seconds,
                        pairs_per_second=pairs / seconds if seconds > 0 else 0.0,
-                       final_loss=_last_logged_loss(trainer.state.log_history), validation_metrics=metrics)
+                       final_loss=_last_logged_loss(trainer.state.log_history), validation_metrics=metrics,
+                       memory=memory)
 
 
-def load_backbone(path: str, seed: int):
-    """Sequence-classification model with one output and a tokenizer whose pad token is set (and is not EOS)."""
+def training_memory(config: RMTrainConfig, device: str) -> dict:
+    """The memory estimate of `config` on `device` (`rm.memory`), logged; {} when the backbone's shape cannot be
+    read."""
+    try:
+        shape = backbone_shape(backbone_path(config.backbone))
+    except (OSError, ValueError, AttributeError, TypeError) as error:
+        LOG.warning("reward-model memory estimate skipped: %s", error)
+        return {}
+    estimate = memory_estimate(shape, config, device_gb=device_memory_gb(device))
+    (LOG.warning if estimate.fits is False else LOG.info)("reward model on %s: %s", device, estimate.message)
+    return estimate.as_dict()
+
+
+def load_backbone(path: str, seed: int, dtype: str = "fp32"):
+    """Sequence-classification model with one output, its weights in `dtype` (fp32 | bf16 | fp16 | auto: the
+    checkpoint's own), and a tokenizer whose pad token is set (and is not EOS) and which pads on the right."""
     set_seed(seed)  # the score head is initialised at random
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch_dtype(dtype))
     ensure_distinct_pad_token(model, tokenizer)
+    tokenizer.padding_side = "right"  # as TRL's collator and the scorer pad
     return model, tokenizer
+
+
+def rm_lora_config(config: RMTrainConfig, model_type: str | None):
+    """The reward model's LoRA (the shared helper, task SEQ_CLS: the score head trains whole)."""
+    return lora_config(config.lora_r, config.lora_alpha, config.lora_target_modules, task_type="SEQ_CLS",
+                       model_type=model_type)
 
 
 def ensure_distinct_pad_token(model, tokenizer) -> None:
@@ -137,10 +175,13 @@ def pairs_in_steps(first_step: int, last_step: int, n_pairs: int, batch_size: in
 
 
 def _build_trainer(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str) -> RewardTrainer:
-    model, tokenizer = load_backbone(backbone_path(config.backbone), config.seed)
+    path = backbone_path(config.backbone)
+    # an adapter checkpoint names its backbone: a folder by its absolute path, so it loads from any working directory
+    model, tokenizer = load_backbone(os.path.abspath(path) if os.path.isdir(path) else path, config.seed, config.dtype)
+    peft_config = rm_lora_config(config, model.config.model_type) if config.lora else None
     return RewardTrainer(model=model, args=reward_config(config, output_dir, device),
                          train_dataset=preference_dataset(tokenizer, train, config.input_spec()),
-                         processing_class=tokenizer)
+                         processing_class=tokenizer, peft_config=peft_config)
 
 
 def _validation_metrics(model_dir: str, validation: PairTexts, config: RMTrainConfig, device: str) -> dict:
@@ -163,8 +204,15 @@ def _checkpoint_to_resume(output_dir: str, run_key: dict, resume: bool) -> str |
 
 
 def _run_key(train: PairTexts, config: RMTrainConfig) -> dict:
-    return {"pairs": train.fingerprint(), "backbone": config.backbone, "input": list(config.input_spec().__dict__.values()),
-            "batch_size": config.batch_size, "seed": config.seed}
+    key = {"pairs": train.fingerprint(), "backbone": config.backbone,
+           "input": list(config.input_spec().as_dict().values()), "batch_size": config.batch_size,
+           "seed": config.seed}
+    # what the trainer checkpoints hold: only a run of other weights (dtype, LoRA) is keyed by it
+    weights = {"dtype": config.dtype, "lora": [config.lora_r, config.lora_alpha, list(config.lora_target_modules)]
+               if config.lora else False}
+    if weights != {"dtype": "fp32", "lora": False}:
+        key["weights"] = weights
+    return key
 
 
 def _checkpoint_step(checkpoint: str | None) -> int:

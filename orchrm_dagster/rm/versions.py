@@ -155,7 +155,8 @@ def _cached_reasons(root: StorageRoot, domains: Collection[str | None], latest: 
 def _scorer(root: StorageRoot, version: int, settings: ScoringSettings):
     from orchrm_dagster.rm.score import RewardScorer
 
-    return RewardScorer(model_dir(root, version), settings.device, settings.max_length, settings.batch_size)
+    return RewardScorer(model_dir(root, version), settings.device, settings.max_length, settings.batch_size,
+                        dtype=settings.dtype)
 
 
 def latest_version(root: StorageRoot) -> int | None:

@@ -37,3 +37,34 @@ def test_the_cpu_config_carries_the_weights_and_grpos_group_normalization(tmp_pa
     assert config.multi_objective_aggregation == "sum_then_normalize"
     assert config.bf16 is False and config.activation_checkpointing is True and config.use_cpu is True
     assert grpo_config(GRPOSettings(), str(tmp_path), "cpu").reward_weights == [1.0]
+
+
+def test_a_rounds_lora_is_the_shared_helpers_and_its_policy_is_saved_merged(tmp_path):
+    """The policy's LoRA and merge-and-save are `orchrm_dagster.lora`'s, as the reward model's."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchrm_dagster.grpo.train import MODEL_SUBDIR, lora_config, save_policy
+    from tests.tiny_models import make_tiny_policy
+
+    assert lora_config(GRPOSettings()) is None
+    settings = GRPOSettings(lora=True, lora_rank=4)
+    config = lora_config(settings)
+    assert (config.r, config.lora_alpha, config.task_type) == (4, 8, "CAUSAL_LM")
+
+    from peft import get_peft_model
+
+    folder = make_tiny_policy(tmp_path / "policy")
+    policy = get_peft_model(AutoModelForCausalLM.from_pretrained(folder), config)
+    torch.nn.init.normal_(policy.base_model.model.model.layers[0].self_attn.q_proj.lora_B["default"].weight)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.inference_mode():
+        adapted = policy.eval()(input_ids=ids).logits
+    save_policy(SimpleNamespace(model=policy, processing_class=AutoTokenizer.from_pretrained(folder)), settings,
+                str(tmp_path / "round"))
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "round" / MODEL_SUBDIR)).eval()
+    assert not any("lora" in name for name in merged.state_dict())
+    with torch.inference_mode():
+        assert torch.allclose(merged(input_ids=ids).logits, adapted, atol=1e-5)

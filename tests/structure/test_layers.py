@@ -21,13 +21,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchrm_dagster"
 
-FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry", "training_logs"}
+FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry", "training_logs", "lora"}
 ALLOWED: dict[str, set[str]] = {
     "contract": set(),
     "engine_config": set(),
     "devices": set(),
     "reporting": set(),
     "registry": set(),
+    "lora": set(),
     "training_logs": {"engine_config"},
     "storage": {"contract", "engine_config"},
     "plans": set(),
@@ -41,12 +42,12 @@ ALLOWED: dict[str, set[str]] = {
     "synthetic": {"contract", "plans", "problems", "labels", "truths"},
     "environments": {"contract", "engine_config", "llm", "mas", "plans", "labels", "registry", "truths", "synthetic"},
     "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic",
-           "training_logs"},
+           "training_logs", "lora"},
     "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm", "environments"},
     "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting", "registry",
                    "environments"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
-             "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments"},
+             "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments", "lora"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
     "serving": {"storage", "rm", "engine_config"},
 }

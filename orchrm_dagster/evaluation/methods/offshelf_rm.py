@@ -139,7 +139,7 @@ def scorer_id(path: str, spec: InputSpec, seed: int) -> str:
     folder = os.path.realpath(path)
     weights = sorted((f, os.path.getsize(os.path.join(folder, f))) for f in os.listdir(folder)
                      if f.endswith((".safetensors", ".bin")))
-    key = json.dumps([folder, weights, seed, dataclasses.asdict(spec)])
+    key = json.dumps([folder, weights, seed, spec.as_dict()])
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -160,7 +160,7 @@ def score_plans(model: OffShelfModel, settings: OffShelfRMSettings, questions: l
 
 def _write_cache(root, model: OffShelfModel, scores: pl.DataFrame) -> None:
     rows = scores.select(scorer_id=pl.lit(model.scorer_id), model=pl.lit(model.path),
-                         input_spec=pl.lit(json.dumps(dataclasses.asdict(model.spec))), run_id="run_id",
+                         input_spec=pl.lit(json.dumps(model.spec.as_dict())), run_id="run_id",
                          score="score", tokens="tokens")
     with tempfile.TemporaryDirectory(prefix="orchrm-offshelf-scores-") as staging:
         path = str(Path(staging, "scores.parquet"))
