@@ -33,7 +33,36 @@ def resolve_dtype(dtype: str, device: str) -> str:
     return dtype
 
 
-class RewardScorer:
+class LengthBatchedScorer:
+    """What every scorer shares: (question, plan) inputs encoded in the checkpoint's input format (`self.spec`,
+    `self.tokenizer`), scored by `forward` in length-sorted batches (`self.batch_size`, `self.max_batch_tokens`), the
+    scores returned in input order."""
+
+    spec = tokenizer = None
+    batch_size: int = 32
+    max_batch_tokens: int | None = None
+
+    def forward(self, batch_ids: list[list[int]]) -> list[float]:
+        raise NotImplementedError
+
+    def score(self, questions: Sequence[str], plans: Sequence[str]) -> list[float]:
+        return self.score_with_lengths(questions, plans)[0]
+
+    def score_with_lengths(self, questions: Sequence[str], plans: Sequence[str]) -> tuple[list[float], list[int]]:
+        """Scores, and the number of tokens the model read for each input (its verification cost)."""
+        ids = encode(self.tokenizer, questions, plans, self.spec)
+        lengths = [len(row) for row in ids]
+        scores = [0.0] * len(ids)
+        for batch in self.batches(lengths):
+            for index, value in zip(batch, self.forward([ids[i] for i in batch])):
+                scores[index] = value
+        return scores, lengths
+
+    def batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        return length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens)
+
+
+class RewardScorer(LengthBatchedScorer):
     """r(x, z) from a sequence-classification model folder (one written by `train_reward_model`, or any encoder or
     decoder classifier with a scalar head).
 
@@ -62,21 +91,6 @@ class RewardScorer:
         self.model, self.tokenizer = _load(os.path.realpath(model_dir), self.device, self.dtype,
                                            _weights_stamp(model_dir))
 
-    def score(self, questions: Sequence[str], plans: Sequence[str]) -> list[float]:
-        return self.score_with_lengths(questions, plans)[0]
-
-    def score_with_lengths(self, questions: Sequence[str], plans: Sequence[str]) -> tuple[list[float], list[int]]:
-        """Scores, and the number of tokens the model read for each input (its verification cost)."""
-        ids = encode(self.tokenizer, questions, plans, self.spec)
-        lengths = [len(row) for row in ids]
-        scores = [0.0] * len(ids)
-        for batch in self.batches(lengths):
-            for index, value in zip(batch, self.forward([ids[i] for i in batch])):
-                scores[index] = value
-        return scores, lengths
-
-    def batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        return length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens)
 
     def forward(self, batch_ids: list[list[int]]) -> list[float]:
         """Scores of one batch of token ids (right-padded here)."""

@@ -18,11 +18,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
-from orchrm_dagster.rm.score import length_sorted_batches
-from orchrm_dagster.rm.template import encode, read_input_spec
+from orchrm_dagster.rm.score import LengthBatchedScorer
+from orchrm_dagster.rm.template import read_input_spec
 
 
-class VLLMPoolingScorer:
+class VLLMPoolingScorer(LengthBatchedScorer):
     def __init__(self, base_url: str, model: str, model_dir: str, max_length: int | None = None,
                  batch_size: int = 32, timeout_s: float = 60.0):
         from transformers import AutoTokenizer
@@ -34,18 +34,6 @@ class VLLMPoolingScorer:
         self.batch_size = batch_size
         self.timeout_s = timeout_s
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-
-    def score(self, questions: Sequence[str], plans: Sequence[str]) -> list[float]:
-        return self.score_with_lengths(questions, plans)[0]
-
-    def score_with_lengths(self, questions: Sequence[str], plans: Sequence[str]) -> tuple[list[float], list[int]]:
-        ids = encode(self.tokenizer, questions, plans, self.spec)
-        lengths = [len(row) for row in ids]
-        scores = [0.0] * len(ids)
-        for batch in length_sorted_batches(lengths, self.batch_size, None):
-            for index, value in zip(batch, self.forward([ids[i] for i in batch])):
-                scores[index] = value
-        return scores, lengths
 
     def forward(self, batch_ids: list[list[int]]) -> list[float]:
         body = json.dumps({"model": self.model_name, "input": batch_ids}).encode()
