@@ -5,6 +5,19 @@ from __future__ import annotations
 from typing import Literal
 
 Device = Literal["auto", "cpu", "cuda"]
+WeightDtype = Literal["fp32", "bf16", "fp16", "auto"]  # the dtype weights load in ("auto": the user of it decides)
+DTYPE_NAMES = ("fp32", "bf16", "fp16")
+
+
+def torch_dtype(name: str):
+    """The torch dtype named fp32 | bf16 | fp16 ("auto" stays "auto": from_pretrained loads the checkpoint's own)."""
+    import torch
+
+    if name == "auto":
+        return "auto"
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"unknown dtype {name!r}; known: auto, {', '.join(DTYPE_NAMES)}")
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def resolve_device(device: str) -> str:

@@ -158,10 +158,14 @@ class Registry(Generic[Entry]):
         with self._loading:
             if not self._modules_imported:
                 self._modules_imported = True
-                package = importlib.import_module(self.package)
-                for module in pkgutil.iter_modules(package.__path__):
-                    if module.name not in self.skip:
-                        importlib.import_module(f"{self.package}.{module.name}")
+                try:
+                    package = importlib.import_module(self.package)
+                    for module in pkgutil.iter_modules(package.__path__):
+                        if module.name not in self.skip:
+                            importlib.import_module(f"{self.package}.{module.name}")
+                except BaseException:
+                    self._modules_imported = False
+                    raise
             if not self._entry_points_loaded:
                 self._entry_points_loaded = True
                 try:

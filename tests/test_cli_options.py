@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchrm_dagster.app.cli import COMMANDS, main
-from orchrm_dagster.app.cli.options import ConfigOption, apply_options, field_default
+from orchrm_dagster.app.cli.options import ConfigOption, apply_options, field_default, field_info
 from orchrm_dagster.evaluation import EvaluationSettings
 
 # flags that set no config field: what a command does, not how the engine is configured
@@ -37,13 +37,28 @@ def test_each_flag_shows_its_configs_default_and_none_restates_one(name, command
         if not isinstance(param, ConfigOption):
             assert (name, param.name) in COMMAND_ONLY, f"orchrm {name} {param.opts}: a flag no config field backs"
             continue
-        assert param.default is None  # left out, the settings a command starts from keep their value
         help_text = param.get_help_record(click.Context(command))[1]
         default = field_default(param.config, param.path)
         assert (f"[default: {_shown(default)}" in help_text or "[default: every registered one" in help_text
                 or (name, param.name) == ("orchestrate", "best_of")), help_text  # --best-of N turns Best-of-N on
-        description = param.config.__pydantic_fields__[param.path.split(".")[0]].description
-        assert description is not None
+        assert field_info(param.config, param.path).description in help_text
+    # left out, a flag changes nothing: the settings a command starts from keep their values
+    configs = {p.config for p in command.params if isinstance(p, ConfigOption)}
+    ctx = command.make_context(name, []) if configs else None
+    for config in configs:
+        start = config()
+        assert apply_options(start, ctx) == start
+
+
+@pytest.mark.parametrize("command, flag, shown", [
+    ("orchestrate", "--samples", "[default: 2]"), ("evaluate", "--n", "[default: 1,2,4,8]"),
+    ("loop", "--rewards", "[default: orchrm (or the loop resource's)]"), ("serve", "--port", "[default: 8000]"),
+    ("main", "--policy", "[default: smollm2-fewshot]"), ("loop", "--token-budget", "[default: none (or")])
+def test_the_help_shows_each_default_as_a_user_reads_it(command, flag, shown):
+    help_text = " ".join(CliRunner().invoke(main, [command, "--help"], terminal_width=400).output.split())
+    options = help_text[help_text.index("Options:"):]
+    after = options[options.index(f" {flag} "):]
+    assert shown in after[:after.index("--", len(flag) + 2)], after[:300]
 
 
 def test_the_listing_opens_each_commands_own_help():

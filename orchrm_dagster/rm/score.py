@@ -9,17 +9,16 @@ import os
 from collections.abc import Sequence
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoTokenizer
 from transformers.modeling_layers import GenericForSequenceClassification
 
-from orchrm_dagster.devices import resolve_device
-from orchrm_dagster.rm.adapters import is_adapter_checkpoint, load_reward_model
+from orchrm_dagster.devices import DTYPE_NAMES, resolve_device, torch_dtype
+from orchrm_dagster.rm.adapters import load_reward_model
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.metrics import pairwise_metrics
 from orchrm_dagster.rm.template import encode, read_input_spec
 
 CPU_BATCH_TOKENS = 2048  # measured with MiniLM on one core: 8 x 256, 16 x 128 tokens ran faster than 32-input batches
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
@@ -28,8 +27,8 @@ def resolve_dtype(dtype: str, device: str) -> str:
         if device != "cuda":
             return "fp32"
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if dtype not in TORCH_DTYPES:
-        raise ValueError(f"unknown scoring dtype {dtype!r}; known: auto, {', '.join(TORCH_DTYPES)}")
+    if dtype not in DTYPE_NAMES:
+        raise ValueError(f"unknown scoring dtype {dtype!r}; known: auto, {', '.join(DTYPE_NAMES)}")
     return dtype
 
 
@@ -170,10 +169,8 @@ def _load(model_dir: str, device: str, dtype: str, weights_stamp: tuple):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if tokenizer.pad_token_id is None:  # a decoder checkpoint without a pad token: pad with the EOS
         tokenizer.pad_token = tokenizer.eos_token
-    if is_adapter_checkpoint(model_dir):  # LoRA adapters saved beside their backbone's path (rm `save: adapter`)
-        model = load_reward_model(model_dir, tokenizer, TORCH_DTYPES[dtype])
-    else:
-        model = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=TORCH_DTYPES[dtype])
+    # a plain folder, or LoRA adapters beside their backbone's path (rm `save: adapter`)
+    model = load_reward_model(model_dir, tokenizer, torch_dtype(dtype))
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if dtype != "fp32" and (head := _head(model)) is not None:

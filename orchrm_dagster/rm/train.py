@@ -33,10 +33,10 @@ from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
 from trl import RewardConfig, RewardTrainer
 
-from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.devices import resolve_device, torch_dtype
 from orchrm_dagster.lora import is_adapted, lora_config, save_trained
 from orchrm_dagster.rm.checkpoints import MODEL_SUBDIR
-from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, torch_dtype, use_bf16
+from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, use_bf16
 from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_estimate
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs

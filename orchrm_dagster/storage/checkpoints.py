@@ -31,14 +31,18 @@ def folder_name(prefix: str, number: int) -> str:
     return f"{prefix}{number:04d}"
 
 
+def folder_number(path: str, prefix: str) -> int | None:
+    """The NNNN of a `prefix`NNNN folder (its path or name), None for any other entry."""
+    found = re.fullmatch(rf"{re.escape(prefix)}(\d+)", path.rstrip("/").rsplit("/", 1)[-1])
+    return int(found.group(1)) if found else None
+
+
 def folder_numbers(base: str | Path, prefix: str) -> list[int]:
     """The numbers of the `prefix`NNNN folders in a local `base`, ascending (finished or not): names only, no stat
     of each (the loop asks every tick)."""
     if not os.path.isdir(base):
         return []
-    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
-    matches = (pattern.match(name) for name in os.listdir(base))
-    return sorted(int(m.group(1)) for m in matches if m)
+    return sorted(n for n in (folder_number(name, prefix) for name in os.listdir(base)) if n is not None)
 
 
 def write_manifest(folder: str | Path, manifest: dict) -> str:
@@ -128,12 +132,11 @@ class CheckpointStore:
             return base
         fs = self.root.fs
         fs.invalidate_cache(remote)
-        pattern = re.compile(rf"^{re.escape(self.prefix)}\d+$")
         for entry in fs.ls(remote, detail=True):
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
             if entry["type"] == "file" and name in pointers:
                 fs.get_file(entry["name"], str(base / name))
-            elif entry["type"] == "directory" and pattern.match(name):
+            elif entry["type"] == "directory" and folder_number(name, self.prefix) is not None:
                 for file in small:
                     local = base / name / file
                     if not local.exists() and fs.exists(f"{entry['name']}/{file}"):
@@ -195,9 +198,8 @@ class CheckpointStore:
             return []
         if not self.root.is_local:
             fs.invalidate_cache(remote)
-        pattern = re.compile(rf"^{re.escape(self.prefix)}\d+$")
         folders = [entry.rstrip("/") for entry in fs.ls(remote, detail=False)]
-        manifests = [f"{entry}/{MANIFEST}" for entry in folders if pattern.match(entry.rsplit("/", 1)[-1])]
+        manifests = [f"{entry}/{MANIFEST}" for entry in folders if folder_number(entry, self.prefix) is not None]
         return [path for path in manifests if fs.exists(path)]
 
     @contextmanager

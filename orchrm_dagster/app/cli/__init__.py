@@ -70,8 +70,7 @@ class _Commands(click.Group):
 
 
 def is_mistake(error: BaseException) -> bool:
-    return not isinstance(error, click.ClickException) and any(
-        cls.__name__ in _MISTAKES for cls in type(error).__mro__)
+    return any(cls.__name__ in _MISTAKES for cls in type(error).__mro__)
 
 
 @click.group(cls=_Commands)

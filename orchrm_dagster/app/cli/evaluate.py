@@ -21,7 +21,7 @@ class _MethodsListed(click.Command):
 @click.command(name="evaluate", cls=_MethodsListed)
 @config_options(EvaluationSettings, "benchmarks", "policies", "methods", "ns", "judge.draws", "judge.ns",
                 flags={"benchmarks": "--benchmark", "policies": "--policy", "ns": "--n",
-                       "judge.draws": "--judge-draws", "judge.ns": "--judge-n"}, listed_elsewhere=("methods",))
+                       "judge.draws": "--judge-draws", "judge.ns": "--judge-n"})
 @click.pass_context
 def command(ctx: click.Context, **_) -> None:
     """Best-of-N on held-out problems: materialize `evaluation` and print its table and where its plots are."""

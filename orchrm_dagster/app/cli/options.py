@@ -62,36 +62,23 @@ class RegistryName(click.ParamType):
 
 class ConfigOption(click.Option):
     """A flag for one field of an engine config, at `path` (dotted into nested configs); its help is the field's
-    description, the entries of the registry it names (read when help is shown) and the field's default."""
+    description (a registry-named field's lists the registry's entries: `Registry.described`) and its default."""
 
-    def __init__(self, *args, config: type, path: str, shown_default: str, list_entries: bool = True, **kwargs):
+    def __init__(self, *args, config: type, path: str, **kwargs):
         super().__init__(*args, **kwargs)
-        self.config, self.path, self.shown_default = config, path, shown_default
-        self._list_entries, self._described = list_entries, False
-
-    def get_help_record(self, ctx):
-        if not self._described:
-            registry = _registry_of(self.type) if self._list_entries else None
-            entries = registry.all() if registry is not None else {}
-            if entries and not all(f"{name}:" in self.help for name in entries):
-                self.help += " " + "; ".join(f"{name}: {_description(e)}" for name, e in entries.items()) + "."
-            self.help += f"  [default: {self.shown_default}]"
-            self._described = True
-        return super().get_help_record(ctx)
+        self.config, self.path = config, path
 
 
 def config_options(config: type, *paths: str, flags: dict[str, str] | None = None, defaults_from: str = "",
-                   listed_elsewhere: tuple[str, ...] = (), shown: dict[str, str] | None = None):
+                   shown: dict[str, str] | None = None):
     """A decorator adding one `ConfigOption` per field path of `config`, in the order given; `flags` renames a
     path's flag (default: --the-last-part); `defaults_from` says where the effective default comes from when it is
-    not the config's own (shown in each help); a registry-named path in `listed_elsewhere` does not list the
-    registry's entries in its help (the command lists them); `shown` replaces a path's shown default where the
+    not the config's own (shown in each help); `shown` replaces a path's shown default where the
     command gives the flag a meaning of its own (`--best-of N` turns Best-of-N on)."""
 
     def decorate(command):
         for path in reversed(paths):
-            command = _option(config, path, (flags or {}).get(path), defaults_from,
-                              path not in listed_elsewhere, (shown or {}).get(path))(command)
+            command = _option(config, path, (flags or {}).get(path), defaults_from, (shown or {}).get(path))(command)
         return command
 
     return decorate
@@ -129,21 +116,20 @@ def field_default(config: type, path: str):
     return field_info(config, path).get_default(call_default_factory=True)
 
 
-def _option(config: type, path: str, flag: str | None, defaults_from: str, list_entries: bool,
-            shown_default: str | None):
+def _option(config: type, path: str, flag: str | None, defaults_from: str, shown_default: str | None):
     info = field_info(config, path)
     default = info.get_default(call_default_factory=True)
     flag = flag or "--" + path.rsplit(".", 1)[-1].replace("_", "-")
     name = flag.removeprefix("--").replace("-", "_")
     kind = _param_type(info.annotation, info.metadata)
-    help_text = (info.description or "").rstrip(".") + "."
     shown = shown_default or _shown(default, _registry_of(kind)) + (f" (or {defaults_from}'s)" if defaults_from else "")
+    help_text = (info.description or "").rstrip(".") + f".  [default: {shown}]"
     if kind is bool:
         return click.option(f"{flag}/--no-{flag.removeprefix('--')}", name, cls=ConfigOption, config=config,
-                            path=path, shown_default=shown, list_entries=list_entries, default=None, help=help_text)
+                            path=path, default=None, help=help_text)
     listed = isinstance(kind, ListOf)  # repeatable, each occurrence comma-separated: --policy a --policy b,c
-    return click.option(flag, name, cls=ConfigOption, config=config, path=path, shown_default=shown,
-                        list_entries=list_entries, type=kind, default=None, multiple=listed, help=help_text)
+    return click.option(flag, name, cls=ConfigOption, config=config, path=path, type=kind, default=None,
+                        multiple=listed, help=help_text)
 
 
 def _param_type(annotation, metadata) -> click.ParamType | type:
@@ -194,10 +180,6 @@ def _without_none(annotation):
 def _registry_of(kind) -> Registry | None:
     kind = kind.item if isinstance(kind, ListOf) else kind
     return kind.registry if isinstance(kind, RegistryName) else None
-
-
-def _description(entry) -> str:
-    return getattr(entry, "description", "") or (entry.__doc__ or "").strip().split("\n")[0]
 
 
 def _metavar(kind, param, ctx) -> str:

@@ -1,3 +1,5 @@
+import dataclasses
+
 import click
 
 from orchrm_dagster.app.cli.common import console, definitions, execution_summary, ingest_callbacks, print_outcomes
@@ -30,8 +32,7 @@ def command(ctx: click.Context, benchmark: str, policy_names: tuple[str, ...], i
     execution = in_chosen_environment(apply_options(ExecutionSettings(), ctx, **(
         {"selection": "orchrm_bon"} if best_of else {})), ctx)
     sampling = apply_options(PlanSamplingSettings(), ctx)
-    if best_of and sampling.n_samples < best_of:
-        sampling = apply_options(sampling, ctx, n_samples=best_of)
+    sampling = dataclasses.replace(sampling, n_samples=max(sampling.n_samples, best_of or 0))
     defs = definitions()
     with step_progress(console) as progress:
         executions = orchestrate_policies(
