@@ -17,13 +17,14 @@ from assets.partitions import GPU_POOL, WAREHOUSE_POOL
 
 PROFILES = ("local", "k8s")
 GPU_NODE_SELECTOR = {"orchrm.ai/pool": "gpu"}
+GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 # Pod settings per kind of step, read by dagster-k8s from the `dagster-k8s/config` op tag (ignored locally).
 GPU_STEP = {"dagster-k8s/config": {
     "container_config": {"resources": {"requests": {"cpu": "4", "memory": "24Gi"},
                                        "limits": {"nvidia.com/gpu": "1", "memory": "48Gi"}}},
     "pod_spec_config": {"node_selector": GPU_NODE_SELECTOR,
-                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+                        "tolerations": GPU_TOLERATIONS},
 }}
 CPU_STEP = {"dagster-k8s/config": {
     "container_config": {"resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}},

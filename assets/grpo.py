@@ -5,31 +5,36 @@ from assets.partitions import grpo_rounds
 from assets.resources import LLMBackendResource, PolicyRegistry, StorageResource
 from assets.run_configs import GRPORoundConfig
 from assets.training_logs import training_logs_metadata
+from assets.training_process import TrainingProcessResource, training_gpus
 from orchrm_dagster.environments import environment_label
-from orchrm_dagster.grpo import TOKEN_COLUMNS, read_table, round_tokens, rounds_png, rounds_table, run_round
+from orchrm_dagster.grpo import TOKEN_COLUMNS, RoundOutcome, read_table, round_tokens, rounds_png, rounds_table
 from orchrm_dagster.reporting import markdown_image, markdown_table
+from orchrm_dagster.training_jobs import grpo_round_request
 
 
 @dg.asset(partitions_def=grpo_rounds, deps=["reward_model", "problems"], group_name="grpo",
           kinds={"pytorch", "parquet"}, **MODEL_STEP)
 def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, storage: StorageResource,
-               llm: LLMBackendResource, policy_registry: PolicyRegistry):
+               llm: LLMBackendResource, policy_registry: PolicyRegistry, training: TrainingProcessResource):
     """One round of training the orchestrator policy with the config's `method`: GRPO (TRL's GRPOTrainer) rewarded
     by the config's `rewards` (by default the champion reward model's score of each sampled plan), DPO on the
     champion's pairs, or RFT on the policy's own correct plans: a new policy checkpoint (a policy of kind
     `checkpoint` from then on) and a `grpo_rounds` row with the method, reward, KL, every token it spent, and the
     policy gate's verdict on measured held-out accuracy (executed in the config's environment) and held-out reward,
-    before and after, with their intervals."""
+    before and after, with their intervals. The round runs in a process of its own (Dagster Pipes)."""
     root = storage.storage_root()
     settings = config.to_engine()
-    outcome = run_round(root, int(context.partition_key), settings, policy_registry.all_policies(root), llm.spec(),
-                        on_step=context.log.info)
+    request = grpo_round_request(storage.to_engine(), int(context.partition_key), settings,
+                                 policy_registry.all_policies(root), llm.to_engine())
+    result = training.run(context, "grpo_round", request, gpus=training_gpus(settings.device, settings.processes))
+    outcome = RoundOutcome.from_json(result["outcome"])
     storage.warehouse().refresh_views(("policy_checkpoints", "grpo_rounds"))
     rows = read_table(root, "grpo_rounds")
     row = outcome.row
     headers, table = rounds_table(rows)
     return dg.MaterializeResult(metadata={
         "policy": outcome.policy,
+        "training_process": f"{training.launcher} (Dagster Pipes), pid {result['pid']}",
         "checkpoint": outcome.path,
         **training_logs_metadata([settings.training_logs(outcome.path)] if outcome.path else []),
         **{key: row[key] for key in ("method", "rm_version", "steps", *TOKEN_COLUMNS)},

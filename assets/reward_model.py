@@ -4,9 +4,11 @@ from assets.deployment import MODEL_STEP, WAREHOUSE_STEP
 from assets.resources import StorageResource
 from assets.run_configs import PairsConfig, RewardModelConfig, ScoringConfig
 from assets.training_logs import training_logs_metadata
+from assets.training_process import TrainingProcessResource, training_gpus
 from orchrm_dagster.pairs import PairContext, PairRules, build_pairs_table
 from orchrm_dagster.reporting import markdown_table
 from orchrm_dagster.storage import StorageRoot
+from orchrm_dagster.training_jobs import reward_model_request
 
 
 @dg.asset(deps=["runs", "labels"], group_name="reward_model", kinds={"duckdb", "parquet", "polars"},
@@ -56,14 +58,18 @@ def pair_context(root: StorageRoot, rules: PairRules) -> PairContext:
 
 
 @dg.asset(deps=["pairs"], group_name="reward_model", kinds={"pytorch", "python"}, **MODEL_STEP)
-def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, storage: StorageResource):
+def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, storage: StorageResource,
+                 training: TrainingProcessResource):
     """Bradley-Terry reward models trained on the pairs: new checkpoint versions (one shared model, or one per
     domain), each champion of the domains (math, qa, choice) where its validation accuracy beats chance (at least
-    min_validation_pairs pairs, a one-sided binomial test) and is as good as that domain's champion's."""
-    from orchrm_dagster.rm import checkpoint_table, train_on_current_pairs
+    min_validation_pairs pairs, a one-sided binomial test) and is as good as that domain's champion's. The training
+    runs in a process of its own (Dagster Pipes), in `processes` data-parallel processes."""
+    from orchrm_dagster.rm import TrainingOutcome, checkpoint_table
 
-    root = storage.storage_root()
-    outcomes = train_on_current_pairs(root, config.to_engine())
+    root, settings = storage.storage_root(), config.to_engine()
+    result = training.run(context, "reward_model", reward_model_request(storage.to_engine(), settings),
+                          gpus=training_gpus(settings.device, settings.processes))
+    outcomes = [TrainingOutcome.from_json(outcome) for outcome in result["outcomes"]]
     storage.warehouse().refresh_views(("rm_checkpoints",))
     versions = checkpoint_table(root).to_pylist()
     champion_now = {d: r["version"] for r in versions for d in r["champion_of"]}
@@ -77,7 +83,10 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
         # what each training was estimated to need before it loaded anything, against the device's memory
         "memory_estimate": {str(o.version): o.memory.get("message") for o in outcomes if o.memory},
         "champion_of": {str(o.version): list(o.champion_of) for o in outcomes},
-        **training_logs_metadata([config.to_engine().training_logs(o.path) for o in outcomes]),
+        **training_logs_metadata([settings.training_logs(o.path) for o in outcomes]),
+        "training_process": f"{training.launcher} (Dagster Pipes), pid {result['pid']}, {settings.processes} "
+                            f"data-parallel process(es)",
+        "seconds_training": {str(o.version): round(o.seconds, 1) for o in outcomes},
         "champions": dg.MetadataValue.md(markdown_table(
             ["domain", "champion", "trained", "its accuracy", "pairs judged on", "p (vs chance)", "previous champion",
              "its accuracy", "why not crowned"],

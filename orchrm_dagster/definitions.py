@@ -31,11 +31,13 @@ from assets.resources import (
     embedded_policies,
 )
 from assets.sensors import LOOP_SENSOR_INTERVAL_S, loop_sensors, nightly_evaluation, orchestration_partitions_sensor
+from assets.training_process import TrainingProcessResource, default_training_process
 
 
 def build_definitions(storage: StorageResource | None = None, llm: LLMBackendResource | None = None,
                       policy_registry: PolicyRegistry | None = None, loop: LoopResource | None = None,
-                      sensor_interval_s: int = LOOP_SENSOR_INTERVAL_S) -> dg.Definitions:
+                      sensor_interval_s: int = LOOP_SENSOR_INTERVAL_S,
+                      training: TrainingProcessResource | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=[problems, run_batch_ingestion, labels, orchestration_samples, execution_artifacts, pairs,
                 reward_model, rm_scores, plan_scores, evaluation, grpo_round],
@@ -51,6 +53,7 @@ def build_definitions(storage: StorageResource | None = None, llm: LLMBackendRes
             "llm": llm or LLMBackendResource(),
             "policy_registry": policy_registry or embedded_policies(),
             "loop": loop or LoopResource(),
+            "training": training or default_training_process(),
         },
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
-__all__ = ["Field", "engine_config", "sections_config"]
+__all__ = ["Field", "config_from_json", "config_to_json", "engine_config", "sections_config"]
 
 _CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
 
@@ -30,3 +30,17 @@ def sections_config(class_name: str, doc: str, entries: dict, module: str) -> ty
                  **{name: Field(default_factory=entry.config, description=entry.description)
                     for name, entry in entries.items()}}
     return engine_config(type(class_name, (), namespace))
+
+
+def config_to_json(config) -> dict:
+    """An engine config as JSON-able data (what `config_from_json` reads back): how a config crosses to a training
+    process."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(type(config)).dump_python(config, mode="json")
+
+
+def config_from_json(cls: type, data: dict):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls).validate_python(data)

@@ -7,6 +7,7 @@ rewards build on what lies below them (`problems`, `train`, `rewards.Rollouts`),
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_mod
                                              round_name)
 from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Reward, policy_gate
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
+from orchrm_dagster.grpo.method_process import train_in_processes
 from orchrm_dagster.grpo.methods import METHODS, MethodContext, method_named
 from orchrm_dagster.grpo.problems import round_problems
 from orchrm_dagster.grpo.rewards import Rollouts, held_out_rewards, plan_parses
@@ -36,6 +38,14 @@ class RoundOutcome:
     row: dict  # the `grpo_rounds` row
     log_history: list[dict]
     generation_seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        """JSON-able data (what `from_json` reads back): how a training process reports its round."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> RoundOutcome:
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -88,9 +98,10 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     work = local_work_dir(root) / "grpo" / round_name(round_number)
     new_policy = work / MODEL_SUBDIR  # where the method saves the policy it trains
     method = method_named(settings.method)
-    trained = method.train(METHODS.settings_of(settings.method_settings, method), MethodContext(
-        root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version, subagents,
-        executor, str(work), on_step))
+    context = MethodContext(root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version,
+                            subagents, executor, str(work), on_step)
+    trained = (train_in_processes(context) if settings.processes > 1
+               else method.train(METHODS.settings_of(settings.method_settings, method), context))
     if trained.untrained is not None:  # nothing new to measure or publish: the starting policy stays in use
         verdict = GateVerdict(UNTRAINED, trained.untrained, settings.policy_gate)
         after, checkpoint = before, None
@@ -124,8 +135,6 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
 
 def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
     """The policy as the round samples it: the round's plan budget and agent limit (the grammar fits them)."""
-    import dataclasses
-
     return dataclasses.replace(policy, max_new_tokens=settings.max_completion_tokens, max_agents=settings.max_agents,
                                grammar=settings.grammar, backend_kind=None)  # a model folder: see backend_spec
 
@@ -134,8 +143,6 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
                      subagents: BackendSpec, executor, execute: bool) -> HeldOut:
     """The champion's rewards of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
     `execute`, how many of them answer correctly when executed by `executor`, in the round's environment)."""
-    import dataclasses
-
     backend = build_backend(dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(subagents))
     policy = dataclasses.replace(policy, temperature=settings.heldout_temperature)
     samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)

@@ -67,6 +67,11 @@ class GRPOSettings:
     group_size: int = Field(default=8, ge=2, description="Plans sampled per problem and step (GRPO's group)")
     micro_batch_size: int = Field(default=2, description="Plans per forward/backward pass; the group's gradients "
                                                          "accumulate over group_size / micro_batch_size passes")
+    processes: int = Field(
+        default=1, description="Data-parallel training processes of the round's method, started by `accelerate "
+                               "launch` (NCCL, one per GPU; gloo on the CPU) with TRL's own multi-process support; "
+                               "a step still trains on one group of group_size plans (each process "
+                               "group_size / processes of them)")
     steps: int = Field(default=2, ge=1, description="Optimizer steps per round (one problem's group per step)")
     learning_rate: float = Field(default=2e-5, description="AdamW learning rate")
     kl_beta: float = Field(default=0.001, description="KL penalty towards the round's starting policy")
@@ -135,6 +140,13 @@ class GRPOSettings:
             raise ValueError("group_size must be >= 2: GRPO compares plans within a group")
         if self.micro_batch_size < 1 or self.group_size % self.micro_batch_size:
             raise ValueError("micro_batch_size must divide group_size")
+        if self.processes > 1 and self.method == "rft":
+            raise ValueError("rft samples and executes its plans before it trains, in one process: processes > 1 "
+                             "is for grpo and dpo")
+        if self.processes < 1 or (self.method == "grpo"
+                                  and self.group_size % (self.micro_batch_size * self.processes)):
+            raise ValueError(f"micro_batch_size x processes ({self.micro_batch_size} x {self.processes}) must divide "
+                             f"group_size {self.group_size}: each process takes an equal share of a group")
         if min(self.steps, self.train_problems, self.heldout_problems, self.heldout_samples) < 1:
             raise ValueError("steps, train_problems, heldout_problems and heldout_samples must be >= 1")
         if not self.rewards or len(set(self.rewards)) < len(self.rewards):

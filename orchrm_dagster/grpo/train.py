@@ -14,6 +14,7 @@ round's `GRPOSettings`, read by its fields: the settings stand above the methods
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -88,7 +89,7 @@ def grpo_config(settings, output_dir: str, device: str):
         # one optimizer step = one problem's group, in micro-batches (a whole group of long prompts at once takes
         # tens of GB: the logits alone are plans x tokens x a 49k vocabulary)
         output_dir=output_dir, per_device_train_batch_size=settings.micro_batch_size,
-        gradient_accumulation_steps=settings.group_size // settings.micro_batch_size,
+        gradient_accumulation_steps=settings.group_size // (settings.micro_batch_size * settings.processes),
         num_generations=settings.group_size,
         max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
         beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
@@ -111,14 +112,17 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
     device = resolve_device(settings.device)
     # where the round reports to is no reason to start it over
     watched = dataclasses.replace(settings, report_to=(), logging_dir=None)
-    checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(watched),
-                                                    "prompts": list(dataset["problem_id"])})
+    with first_process_first():
+        checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(watched),
+                                                        "prompts": list(dataset["problem_id"])})
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     args = grpo_config(settings, output_dir, device)
     sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
     trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=lora_config(settings), rollout_func=sampler)
-    settings.training_logs(output_dir, MODEL_SUBDIR).attach(trainer, resumed=checkpoint is not None)
+    # only the first of several processes starts the logs over: the others would remove what it writes
+    settings.training_logs(output_dir, MODEL_SUBDIR).attach(
+        trainer, resumed=checkpoint is not None or not trainer.is_world_process_zero())
     trainer.train(resume_from_checkpoint=checkpoint)
     save_policy(trainer, settings, output_dir)
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
@@ -132,8 +136,22 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
 
 def save_policy(trainer, settings, output_dir: str) -> None:
     """Saves the trained policy (its LoRA adapters merged in) and its tokenizer to output_dir/MODEL_SUBDIR: the
-    folder the round publishes."""
-    save_trained(trainer.model, trainer.processing_class, os.path.join(output_dir, MODEL_SUBDIR), merge=True)
+    folder the round publishes (by the first of several data-parallel processes)."""
+    if trainer.is_world_process_zero():
+        save_trained(trainer.model, trainer.processing_class, os.path.join(output_dir, MODEL_SUBDIR), merge=True)
+
+
+@contextlib.contextmanager
+def first_process_first():
+    """The block runs in the first data-parallel process, then in the others (what it decides on disk, such as
+    starting a training's folder over, is done once and then seen by all); in one process, just runs."""
+    if "WORLD_SIZE" not in os.environ:
+        yield
+        return
+    from accelerate import PartialState
+
+    with PartialState().main_process_first():
+        yield
 
 
 class PlanSampler:
@@ -167,13 +185,18 @@ class PlanSampler:
                 "logprobs": None}
 
     def requests(self, prompts: list, step: int) -> list[ChatRequest]:
-        """The requests of step `step`'s generation batch (row i seeded from (seed, step, i))."""
+        """The requests of step `step`'s generation batch (row i seeded from (seed, step, i), and the process's index
+        where several share the batch: a group split over processes must not repeat its seeds)."""
         return [self._request(prompt, step, row) for row, prompt in enumerate(prompts)]
+
+    def _step_key(self, step: int) -> str:
+        rank = int(os.environ.get("RANK", "0"))
+        return f"grpo-step-{step}" + (f"-process-{rank}" if rank else "")
 
     def _request(self, prompt: list[dict], step: int, row: int) -> ChatRequest:
         settings = self.settings
         sampling = SamplingSettings(temperature=settings.temperature, max_new_tokens=settings.max_completion_tokens,
-                                    seed=sample_seed(settings.seed, f"grpo-step-{step}", row))
+                                    seed=sample_seed(settings.seed, self._step_key(step), row))
         return ChatRequest(tuple(prompt), sampling, grammar=self.grammar)
 
 
@@ -217,6 +240,8 @@ def _checkpoint_to_resume(output_dir: str, run_key: dict) -> str | None:
         same = False
     if checkpoints and same:
         return checkpoints[-1]
+    if os.environ.get("RANK", "0") != "0":  # the first process started the folder over (`first_process_first`)
+        return None
     shutil.rmtree(output_dir, ignore_errors=True)
     os.makedirs(output_dir, exist_ok=True)
     with open(key_path, "w") as out:

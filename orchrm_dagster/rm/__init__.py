@@ -19,6 +19,7 @@ _EXPORTS = {
     "TrainingOutcome": "challenger",
     "backbone_path": "config",
     "champion_scorer": "versions",
+    "version_scorer": "versions",
     "champion_version": "versions",
     "checkpoint_table": "versions",
     "pair_problems": "versions",

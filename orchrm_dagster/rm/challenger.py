@@ -55,6 +55,15 @@ class TrainingOutcome:
     def champion_of(self) -> tuple[str, ...]:
         return tuple(d for d, verdict in self.verdicts.items() if verdict.becomes_champion)
 
+    def to_json(self) -> dict:
+        """JSON-able data (what `from_json` reads back): how a training process reports its outcome."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> TrainingOutcome:
+        return cls(**{**data, "domains": tuple(data["domains"]),
+                      "verdicts": {d: DomainVerdict(**v) for d, v in data["verdicts"].items()}})
+
 
 def pair_set_fingerprint(train: PairTexts, validation: PairTexts) -> str:
     digest = hashlib.sha256()

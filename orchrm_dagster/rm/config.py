@@ -29,7 +29,11 @@ class RMTrainConfig:
                                  "tail); unset: as many as fit")
     learning_rate: float = Field(default=5e-5, description="AdamW learning rate")
     epochs: float = Field(default=1.0, description="Passes over the training pairs")
-    batch_size: int = Field(default=16, description="Pairs per optimizer step")
+    batch_size: int = Field(default=16, description="Pairs per optimizer step (all processes together)")
+    processes: int = Field(
+        default=1, description="Data-parallel training processes, started by `accelerate launch` (torch.distributed: "
+                               "NCCL, one per GPU; gloo on the CPU); each takes batch_size / processes pairs of a "
+                               "step, so a step is the same whatever the number")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         default="auto", description="auto | fp32 | bf16 (training; auto = bf16 where the device runs it natively; "
                                     "scoring is always fp32)")
@@ -103,6 +107,9 @@ class RMTrainConfig:
                              "validation pairs is never champion")
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError("lora_r and lora_alpha must be >= 1")
+        if self.processes < 1 or self.batch_size % self.processes:
+            raise ValueError(f"batch_size {self.batch_size} must be a multiple of processes {self.processes}: each "
+                             f"process takes an equal share of a step's pairs")
 
     def floor(self) -> Floor:
         return Floor(self.min_validation_pairs, self.champion_level)
@@ -124,6 +131,21 @@ class ScoringSettings:
     dtype: WeightDtype = Field(
         default="auto", description="Weights' dtype: auto = fp32 on CPU, bf16 on a GPU that runs it natively "
                                     "(torch.cuda.is_bf16_supported), else fp16; the scalar head runs in fp32")
+    backend: Literal["transformers", "vllm"] = Field(
+        default="transformers", description="transformers: the champion runs in this process (device, dtype); "
+                                            "vllm: a vLLM server at vllm_url runs it (its /pooling endpoint) and "
+                                            "this process only tokenizes, with the champion's checkpoint folder")
+    vllm_url: str | None = Field(
+        default=None, description="backend vllm: the vLLM server's base URL (http://host:8000), required")
+    vllm_model: str | None = Field(
+        default=None, description="backend vllm: the model name the server serves (its --served-model-name; "
+                                  "{version} is replaced by the champion's version: rm-v{version}); unset = the "
+                                  "champion's checkpoint folder, the name `vllm serve <folder>` gives it")
+
+    def __post_init__(self) -> None:
+        if self.backend == "vllm" and not self.vllm_url:
+            raise ValueError("backend vllm needs vllm_url: the base URL of the vLLM server that serves the reward "
+                             "model (http://host:8000)")
 
 
 def backbone_path(backbone: str | None) -> str:

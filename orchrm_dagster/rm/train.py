@@ -25,7 +25,7 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -34,7 +34,9 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_
 from trl import RewardConfig, RewardTrainer
 
 from orchrm_dagster.devices import resolve_device, torch_dtype
+from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.lora import is_adapted, lora_config, save_trained
+from orchrm_dagster.processes import launch_data_parallel
 from orchrm_dagster.rm.checkpoints import MODEL_SUBDIR
 from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, use_bf16
 from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_estimate
@@ -57,6 +59,7 @@ class TrainResult:
     final_loss: float  # the last logged training loss
     validation_metrics: dict = field(default_factory=dict)  # pairwise_metrics on the validation pairs, fp32
     memory: dict = field(default_factory=dict)  # the memory estimate made before loading (`rm.memory`)
+    resumed_from: int = 0  # the trainer checkpoint's step this call resumed from (0: it started from the beginning)
 
 
 def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainConfig, output_dir: str,
@@ -72,25 +75,71 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
     device = resolve_device(config.device)
     memory = training_memory(config, device)
     checkpoint = _checkpoint_to_resume(output_dir, _run_key(train, config), resume)
-    with _torch_threads(config.num_threads):
-        trainer = _build_trainer(train, config, output_dir, device)
-        config.training_logs(output_dir).attach(trainer, resumed=checkpoint is not None)
-        started = time.perf_counter()
-        trainer.train(resume_from_checkpoint=checkpoint)
-        seconds = time.perf_counter() - started
+    with torch_threads(config.num_threads):
+        if config.processes > 1:
+            fitted = fit_data_parallel(train, config, output_dir, device, checkpoint)
+        else:
+            fitted = fit(train, config, output_dir, device, checkpoint)
+        model_dir = os.path.join(output_dir, MODEL_SUBDIR)
+        metrics = _validation_metrics(model_dir, validation, config, device)
+    pairs = pairs_in_steps(_checkpoint_step(checkpoint), fitted.steps, len(train), config.batch_size)
+    return TrainResult(model_dir=model_dir, steps=fitted.steps, train_pairs=len(train), seconds=fitted.seconds,
+                       pairs_per_second=pairs / fitted.seconds if fitted.seconds > 0 else 0.0,
+                       final_loss=fitted.final_loss, validation_metrics=metrics, memory=memory,
+                       resumed_from=_checkpoint_step(checkpoint))
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What a training's processes report: its global steps, this call's seconds, its last logged loss (the mean over
+    every process)."""
+
+    steps: int
+    seconds: float
+    final_loss: float
+
+
+def fit(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str, checkpoint: str | None) -> Fitted:
+    """Train from `checkpoint` (None: from the start) and save the model to output_dir/model/: in this process, or
+    as one of `config.processes` data-parallel processes (`rm.fit_process`), where the first saves it."""
+    trainer = _build_trainer(train, config, output_dir, device)
+    first = trainer.is_world_process_zero()
+    # only the first process starts the logs over: the others would race it removing them
+    config.training_logs(output_dir).attach(trainer, resumed=checkpoint is not None or not first)
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=checkpoint)
+    seconds = time.perf_counter() - started
+    if first:
         model_dir = os.path.join(output_dir, MODEL_SUBDIR)
         if is_adapted(trainer.model):
             save_trained(trainer.model, trainer.processing_class, model_dir, merge=config.save == "merged")
         else:
             trainer.save_model(model_dir)
         write_input_spec(model_dir, config.input_spec())
-        metrics = _validation_metrics(model_dir, validation, config, device)
-    steps = trainer.state.global_step
-    pairs = pairs_in_steps(_checkpoint_step(checkpoint), steps, len(train), config.batch_size)
-    return TrainResult(model_dir=model_dir, steps=steps, train_pairs=len(train), seconds=seconds,
-                       pairs_per_second=pairs / seconds if seconds > 0 else 0.0,
-                       final_loss=_last_logged_loss(trainer.state.log_history), validation_metrics=metrics,
-                       memory=memory)
+    return Fitted(trainer.state.global_step, seconds, _last_logged_loss(trainer.state.log_history))
+
+
+DATA_PARALLEL_DIR = "data_parallel"  # a data-parallel training's job: its pairs, settings, errors and result
+FITTED_FILE = "fitted.json"
+
+
+def fit_data_parallel(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str,
+                      checkpoint: str | None) -> Fitted:
+    """`fit` in `config.processes` processes through `accelerate launch`, each reading the job written here; a
+    failed process raises `TrainingProcessFailed` with its own error (its trainer checkpoints stay, to resume)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    job = Path(output_dir, DATA_PARALLEL_DIR)
+    job.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({f.name: getattr(train, f.name) for f in fields(train)}), job / "train.parquet")
+    (job / "job.json").write_text(json.dumps({"config": config_to_json(config), "output_dir": output_dir,
+                                              "device": device, "checkpoint": checkpoint}))
+    (job / FITTED_FILE).unlink(missing_ok=True)
+    launch_data_parallel("orchrm_dagster.rm.fit_process", [str(job)], config.processes, device, str(job))
+    fitted = Fitted(**json.loads((job / FITTED_FILE).read_text()))
+    shutil.rmtree(job, ignore_errors=True)
+    return fitted
 
 
 def training_memory(config: RMTrainConfig, device: str) -> dict:
@@ -145,7 +194,7 @@ def preference_dataset(tokenizer, pairs: PairTexts, spec: InputSpec) -> Dataset:
 def reward_config(config: RMTrainConfig, output_dir: str, device: str) -> RewardConfig:
     return RewardConfig(
         output_dir=output_dir,
-        per_device_train_batch_size=config.batch_size,
+        per_device_train_batch_size=config.batch_size // config.processes,  # the global batch, whatever N
         learning_rate=config.learning_rate,
         num_train_epochs=config.epochs,
         seed=config.seed,
@@ -212,6 +261,8 @@ def _run_key(train: PairTexts, config: RMTrainConfig) -> dict:
                if config.lora else False}
     if weights != {"dtype": "fp32", "lora": False}:
         key["weights"] = weights
+    if config.processes > 1:  # each process's share of the data and its random state are in the checkpoints
+        key["processes"] = config.processes
     return key
 
 
@@ -234,7 +285,7 @@ def _last_logged_loss(log_history: list[dict]) -> float:
 
 
 @contextlib.contextmanager
-def _torch_threads(num_threads: int | None):
+def torch_threads(num_threads: int | None):
     previous = torch.get_num_threads()
     if num_threads:
         torch.set_num_threads(num_threads)

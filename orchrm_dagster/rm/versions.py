@@ -36,9 +36,10 @@ def champion_version(root: StorageRoot, domain: str) -> int:
 
 
 def champion_scorer(root: StorageRoot, settings: ScoringSettings, domain: str):
-    """(version, RewardScorer) of `domain`'s champion; NoChampion saying why when the domain has none."""
+    """(version, scorer: a RewardScorer, or a VLLMPoolingScorer with backend vllm) of `domain`'s champion;
+    NoChampion saying why when the domain has none."""
     version = champion_version(root, domain)  # syncs the checkpoints folder
-    return version, _scorer(root, version, settings)
+    return version, version_scorer(root, version, settings)
 
 
 def domain_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings()) -> DomainScorer:
@@ -47,7 +48,7 @@ def domain_scorer(root: StorageRoot, settings: ScoringSettings = ScoringSettings
     champions = read_champions(base, all_domains())
     if not champions:
         raise NoChampion(no_champion_reason(root))
-    return DomainScorer(champions, lambda version: _scorer(root, version, settings))
+    return DomainScorer(champions, lambda version: version_scorer(root, version, settings))
 
 
 def no_champion_reason(root: StorageRoot, domain: str | None = None) -> str:
@@ -152,11 +153,18 @@ def _cached_reasons(root: StorageRoot, domains: Collection[str | None], latest: 
     return found
 
 
-def _scorer(root: StorageRoot, version: int, settings: ScoringSettings):
+def version_scorer(root: StorageRoot, version: int, settings: ScoringSettings):
+    """`version`'s scorer as `settings.backend` says: in this process (transformers) or on a vLLM server (vllm), the
+    checkpoint folder giving the tokenizer and input spec either way."""
+    folder = model_dir(root, version)
+    if settings.backend == "vllm":
+        from orchrm_dagster.rm.vllm_scorer import VLLMPoolingScorer
+
+        served = settings.vllm_model.replace("{version}", str(version)) if settings.vllm_model else folder
+        return VLLMPoolingScorer(settings.vllm_url, served, folder, settings.max_length, settings.batch_size)
     from orchrm_dagster.rm.score import RewardScorer
 
-    return RewardScorer(model_dir(root, version), settings.device, settings.max_length, settings.batch_size,
-                        dtype=settings.dtype)
+    return RewardScorer(folder, settings.device, settings.max_length, settings.batch_size, dtype=settings.dtype)
 
 
 def latest_version(root: StorageRoot) -> int | None:

@@ -109,6 +109,7 @@ class StorageRoot:
         self.protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         self.is_local = self.protocol in ("file", "local")
         self.url = self.base if self.is_local else f"{self.protocol}://{self.base}"
+        self.s3_endpoint_url = s3_endpoint_url
 
     def path(self, *parts: str) -> str:
         """Path inside the filesystem (no protocol)."""

@@ -62,8 +62,9 @@ def test_a_rounds_lora_is_the_shared_helpers_and_its_policy_is_saved_merged(tmp_
     ids = torch.tensor([[1, 2, 3, 4]])
     with torch.inference_mode():
         adapted = policy.eval()(input_ids=ids).logits
-    save_policy(SimpleNamespace(model=policy, processing_class=AutoTokenizer.from_pretrained(folder)), settings,
-                str(tmp_path / "round"))
+    trainer = SimpleNamespace(model=policy, processing_class=AutoTokenizer.from_pretrained(folder),
+                              is_world_process_zero=lambda: True)
+    save_policy(trainer, settings, str(tmp_path / "round"))
     merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "round" / MODEL_SUBDIR)).eval()
     assert not any("lora" in name for name in merged.state_dict())
     with torch.inference_mode():

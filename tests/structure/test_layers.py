@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchrm_dagster"
 
-FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry", "training_logs", "lora"}
+FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry", "training_logs", "lora", "processes"}
 ALLOWED: dict[str, set[str]] = {
     "contract": set(),
     "engine_config": set(),
@@ -29,6 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "reporting": set(),
     "registry": set(),
     "lora": set(),
+    "processes": set(),
     "training_logs": {"engine_config"},
     "storage": {"contract", "engine_config"},
     "plans": set(),
@@ -42,14 +43,16 @@ ALLOWED: dict[str, set[str]] = {
     "synthetic": {"contract", "plans", "problems", "labels", "truths"},
     "environments": {"contract", "engine_config", "llm", "mas", "plans", "labels", "registry", "truths", "synthetic"},
     "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic",
-           "training_logs", "lora"},
+           "training_logs", "lora", "processes"},
     "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm", "environments"},
     "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting", "registry",
                    "environments"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
-             "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments", "lora"},
+             "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments", "lora",
+             "processes"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
     "serving": {"storage", "rm", "engine_config"},
+    "training_jobs": {"engine_config", "storage", "rm", "grpo", "llm", "orchestration"},
 }
 ABOVE = {"app", "definitions"}  # units of orchrm_dagster above the engine (definitions: definitions.py)
 DAGSTER_MODULES = ("dagster", "dagster_k8s", "dagster_postgres")

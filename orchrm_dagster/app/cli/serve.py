@@ -6,7 +6,7 @@ from orchrm_dagster.serving.settings import ServeSettings
 
 @click.command(name="serve")
 @config_options(ServeSettings, "host", "port", "max_batch_plans", "max_wait_ms", "poll_seconds", "max_plans",
-                "scoring.device", "scoring.dtype")
+                "scoring.device", "scoring.dtype", "scoring.backend", "scoring.vllm_url", "scoring.vllm_model")
 @click.pass_context
 def command(ctx: click.Context, **_) -> None:
     """Serve the champion reward model over HTTP: POST /v1/score {question, plans, domain?} -> scores, chosen."""

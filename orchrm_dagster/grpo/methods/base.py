@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.problems import plan_prompts
-from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome, memory_and_precision, save_policy
+from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome, first_process_first, memory_and_precision, save_policy
 
 if TYPE_CHECKING:
     from orchrm_dagster.environments import Executor
@@ -66,7 +66,12 @@ def supervised_args(context: MethodContext, batch_size: int, epochs: int) -> dic
     """The TrainingArguments a supervised method's TRL config shares: device and precision as GRPO decides them,
     no intermediate checkpoints (a round of either is short), a log entry per step."""
     device = resolve_device(context.settings.device)
-    return {"output_dir": context.output_dir, "per_device_train_batch_size": batch_size, "num_train_epochs": epochs,
+    processes = context.settings.processes
+    if batch_size % processes:
+        raise ValueError(f"{context.settings.method}: batch_size {batch_size} must be a multiple of processes "
+                         f"{processes}: each process takes an equal share of a step")
+    per_process = batch_size // processes  # the global batch, whatever the processes
+    return {"output_dir": context.output_dir, "per_device_train_batch_size": per_process, "num_train_epochs": epochs,
             "learning_rate": context.settings.learning_rate, "seed": context.settings.seed,
             "use_cpu": device == "cpu", **memory_and_precision(context.settings, device), "logging_steps": 1,
             **context.training_logs.trainer_args(), "save_strategy": "no", "disable_tqdm": True}
@@ -74,13 +79,31 @@ def supervised_args(context: MethodContext, batch_size: int, epochs: int) -> dic
 
 def fresh_output_dir(context: MethodContext) -> None:
     """A supervised method starts over: nothing of an interrupted attempt is reused."""
-    shutil.rmtree(context.output_dir, ignore_errors=True)
-    os.makedirs(context.output_dir, exist_ok=True)
+    with first_process_first():  # by the first process alone: the others wait for it, and must not remove its work
+        if os.environ.get("RANK", "0") == "0":
+            shutil.rmtree(context.output_dir, ignore_errors=True)
+            os.makedirs(context.output_dir, exist_ok=True)
+
+
+def shared_dataset(dataset, context: MethodContext):
+    """The dataset as every data-parallel process reads it: from one folder on disk (under the method's folder),
+    since TRL's trainers cache what they compute from a dataset beside its files, the first process writing and the
+    others reading (DPO's reference log-probabilities); an in-memory dataset's cache is in each process's own
+    temporary folder, out of the others' sight. One process uses the dataset as it is."""
+    if "WORLD_SIZE" not in os.environ:
+        return dataset
+    from datasets import load_from_disk
+
+    folder = os.path.join(context.output_dir, "dataset")
+    with first_process_first():
+        if os.environ.get("RANK", "0") == "0":
+            dataset.save_to_disk(folder)
+    return load_from_disk(folder)
 
 
 def fine_tune(trainer, context: MethodContext) -> tuple[int, list[dict]]:
     """Runs a TRL trainer and saves the (merged) policy with its tokenizer: (optimizer steps, log history)."""
-    context.training_logs.attach(trainer, resumed=False)
+    context.training_logs.attach(trainer, resumed=not trainer.is_world_process_zero())  # the first starts them over
     trainer.train()
     save_policy(trainer, context.settings, context.output_dir)
     return trainer.state.global_step, list(trainer.state.log_history)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.grpo.methods import register_method
 from orchrm_dagster.grpo.methods.base import (MethodContext, TrainingMethod, fine_tune, fresh_output_dir,
-                                              method_prompts, supervised_args)
+                                              method_prompts, shared_dataset, supervised_args)
 from orchrm_dagster.grpo.problems import round_slice
 from orchrm_dagster.grpo.train import TrainOutcome, logged_mean, logged_tokens, lora_config
 
@@ -76,7 +76,8 @@ def train(config: DPOMethodSettings, context: MethodContext):
     args = DPOConfig(**supervised_args(context, config.batch_size, config.epochs), beta=config.beta,
                      max_length=config.max_length, precompute_ref_log_probs=True,  # no reference model kept in memory
                      precompute_ref_batch_size=config.batch_size)
-    trainer = DPOTrainer(model=context.model_dir, args=args, train_dataset=pair_dataset(context, pairs),
+    trainer = DPOTrainer(model=context.model_dir, args=args,
+                         train_dataset=shared_dataset(pair_dataset(context, pairs), context),
                          processing_class=AutoTokenizer.from_pretrained(context.model_dir),
                          peft_config=lora_config(context.settings))
     steps, history = fine_tune(trainer, context)
