@@ -17,7 +17,7 @@ from dagster._core.errors import DagsterPipesExecutionError  # what PipesSubproc
 from pydantic import Field
 
 from assets.deployment import GPU_NODE_SELECTOR, GPU_TOLERATIONS, profile
-from orchrm_dagster.processes import OWNERS_ENV, how_it_ended, owned_env
+from orchrm_dagster.processes import OWNERS_ENV, how_it_ended, owners_of_a_child
 
 TRAINING_MODULE = "orchrm_dagster.app.training_process"
 
@@ -45,7 +45,7 @@ class TrainingProcessResource(dg.ConfigurableResource):
     def _in_subprocess(self, context, job: str, request: dict):
         with tempfile.TemporaryDirectory(prefix="orchrm-training-") as folder:
             log_file = os.path.join(folder, "training.log")
-            client = dg.PipesSubprocessClient(env={OWNERS_ENV: owned_env()[OWNERS_ENV]})
+            client = dg.PipesSubprocessClient(env={OWNERS_ENV: owners_of_a_child()})
             try:
                 return client.run(context=context, command=[sys.executable, "-m", TRAINING_MODULE],
                                   extras={"job": job, "request": request, "log_file": log_file})

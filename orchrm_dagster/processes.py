@@ -1,7 +1,7 @@
 """The processes a training runs in, and how none of them outlives the process that owns it.
 
 A training runs in processes of its own: Dagster Pipes starts one per step, and `accelerate launch` one per device
-(`launch_data_parallel`). A kill -9 of their owner (the Dagster run worker, `orchrm loop`) tells them nothing, and
+(`run_data_parallel`). A kill -9 of their owner (the Dagster run worker, `orchrm loop`) tells them nothing, and
 torch's launcher starts each worker in a session of its own, out of reach of a signal to the owner's group. So every
 one of them watches its owners (`watch_owners`): `OWNERS_ENV` lists each owner's pid and start time, and is inherited
 by every descendant; a process that finds an owner gone kills its own descendants and then itself. An orphan would
@@ -10,8 +10,10 @@ otherwise keep training, and hold its GPU, beside the retry that replaces it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +21,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
@@ -35,9 +37,13 @@ class TrainingProcessFailed(RuntimeError):
 def owned_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a child started by this process gets: its owners are this process and this one's owners."""
     environ = dict(os.environ if environ is None else environ)
-    owners = [entry for entry in environ.get(OWNERS_ENV, "").split(",") if entry]
-    environ[OWNERS_ENV] = ",".join([*owners, f"{os.getpid()}:{started_at(os.getpid())!r}"])
-    return environ
+    return {**environ, OWNERS_ENV: owners_of_a_child(environ)}
+
+
+def owners_of_a_child(environ: dict[str, str] | None = None) -> str:
+    """`OWNERS_ENV` of a child of this process: this process and this one's owners."""
+    inherited = (os.environ if environ is None else environ).get(OWNERS_ENV, "")
+    return ",".join([*filter(None, inherited.split(",")), f"{os.getpid()}:{started_at(os.getpid())!r}"])
 
 
 def watch_owners(interval_s: float = WATCH_INTERVAL_S) -> threading.Thread | None:
@@ -107,18 +113,80 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def launch_data_parallel(module: str, args: Sequence[str], processes: int, device: str, job_dir: str) -> None:
-    """Run `python -m module *args` as `processes` data-parallel processes through `accelerate launch` (torch.distributed:
-    NCCL on GPUs, gloo on the CPU), each owned by this process. Their output passes through; a failure raises
-    `TrainingProcessFailed` with the failing process's own last error (`error_file`), or how it died."""
+JOB_FILE = "job.json"
+RESULT_FILE = "result.json"
+
+
+def run_data_parallel(module: str, job_dir: str | Path, job: dict, processes: int, device: str,
+                      prepare: Callable[[Path], None] = lambda folder: None) -> dict:
+    """The result of `job` run by `processes` data-parallel processes of `module` (whose `main` is
+    `data_parallel_process`): the job folder is started over, `prepare` writes what else they read into it, the job
+    goes to JOB_FILE, and the first process's result comes back from RESULT_FILE. The folder is removed once they
+    succeed; a failure raises `TrainingProcessFailed` (`_launch`)."""
+    folder = Path(job_dir)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    prepare(folder)
+    (folder / JOB_FILE).write_text(json.dumps(job))
+    _launch(module, folder, processes, device)
+    result = json.loads((folder / RESULT_FILE).read_text())
+    shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def data_parallel_process(work: Callable[[dict, Path], dict]) -> None:
+    """The `main` of one of `run_data_parallel`'s processes (argv[1]: the job folder): it dies with its owners, joins
+    the process group and takes its own device before anything loads, runs `work(job, folder)`, and the first
+    process writes what `work` returned; a process that fails writes its error for the launcher to report."""
+    from accelerate import PartialState
+
+    watch_owners()
+    folder = Path(sys.argv[1])
+    PartialState()
+    try:
+        result = work(json.loads((folder / JOB_FILE).read_text()), folder)
+        if process_rank() == 0:
+            (folder / RESULT_FILE).write_text(json.dumps(result))
+    except BaseException as error:
+        write_error(str(folder), process_rank(), error)
+        raise
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():  # gloo aborts the process at exit otherwise
+            dist.destroy_process_group()
+
+
+def process_rank() -> int:
+    """This process's index among a training's data-parallel processes (0: the first, or the only one)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def by_first_process(action: Callable[[], object]) -> None:
+    """`action`, done once, by the first of several data-parallel processes, before any of them goes on (what it
+    decides on disk, such as starting a folder over, is then seen by all); in a process of its own, just done."""
+    if "WORLD_SIZE" not in os.environ:
+        action()
+        return
+    import torch.distributed as dist
+
+    # by RANK, not accelerate's state: a trainer's arguments reset that state while they are built
+    if process_rank() == 0:
+        action()
+    dist.barrier()
+
+
+def _launch(module: str, job_dir: Path, processes: int, device: str) -> None:
+    """Run `python -m module job_dir` as `processes` data-parallel processes through `accelerate launch`
+    (torch.distributed: NCCL on GPUs, gloo on the CPU), each owned by this process. Their output passes through; a
+    failure raises `TrainingProcessFailed` with the failing process's own last error (`write_error`), or how it
+    died."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
                "--num_processes", str(processes), "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", str(free_port()), "-m", module, *args]
+               "--main_process_port", str(free_port()), "-m", module, str(job_dir)]
     environ = owned_env()
     if device == "cpu":
         environ["CUDA_VISIBLE_DEVICES"] = ""  # gloo on the CPU even where a GPU is present
-    for stale in Path(job_dir).glob(ERROR_FILE.format(rank="*")):
-        stale.unlink()
     tail: deque[str] = deque(maxlen=60)
     with subprocess.Popen(command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           bufsize=1) as launcher:
@@ -133,7 +201,7 @@ ERROR_FILE = "error-rank{rank}.txt"
 
 
 def write_error(job_dir: str, rank: int, error: BaseException) -> None:
-    """What a data-parallel process writes when it fails: its error, read back by `launch_data_parallel`."""
+    """What a data-parallel process writes when it fails: its error, read back by `_launch`."""
     Path(job_dir, ERROR_FILE.format(rank=rank)).write_text(f"{type(error).__name__}: {error}")
 
 

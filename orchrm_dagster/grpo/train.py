@@ -14,7 +14,6 @@ round's `GRPOSettings`, read by its fields: the settings stand above the methods
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -31,6 +30,7 @@ from orchrm_dagster.lora import lora_config as shared_lora_config
 from orchrm_dagster.lora import save_trained
 from orchrm_dagster.orchestration import sample_seed
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
+from orchrm_dagster.processes import by_first_process, process_rank
 from orchrm_dagster.rm import bf16_supported
 
 RUN_KEY_FILE = "run_key.json"
@@ -112,9 +112,8 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
     device = resolve_device(settings.device)
     # where the round reports to is no reason to start it over
     watched = dataclasses.replace(settings, report_to=(), logging_dir=None)
-    with first_process_first():
-        checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(watched),
-                                                        "prompts": list(dataset["problem_id"])})
+    checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(watched),
+                                                    "prompts": list(dataset["problem_id"])})
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     args = grpo_config(settings, output_dir, device)
     sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
@@ -139,19 +138,6 @@ def save_policy(trainer, settings, output_dir: str) -> None:
     folder the round publishes (by the first of several data-parallel processes)."""
     if trainer.is_world_process_zero():
         save_trained(trainer.model, trainer.processing_class, os.path.join(output_dir, MODEL_SUBDIR), merge=True)
-
-
-@contextlib.contextmanager
-def first_process_first():
-    """The block runs in the first data-parallel process, then in the others (what it decides on disk, such as
-    starting a training's folder over, is done once and then seen by all); in one process, just runs."""
-    if "WORLD_SIZE" not in os.environ:
-        yield
-        return
-    from accelerate import PartialState
-
-    with PartialState().main_process_first():
-        yield
 
 
 class PlanSampler:
@@ -190,7 +176,7 @@ class PlanSampler:
         return [self._request(prompt, step, row) for row, prompt in enumerate(prompts)]
 
     def _step_key(self, step: int) -> str:
-        rank = int(os.environ.get("RANK", "0"))
+        rank = process_rank()
         return f"grpo-step-{step}" + (f"-process-{rank}" if rank else "")
 
     def _request(self, prompt: list[dict], step: int, row: int) -> ChatRequest:
@@ -230,20 +216,25 @@ def logged_tokens(log_history: list[dict]) -> int:
 
 
 def _checkpoint_to_resume(output_dir: str, run_key: dict) -> str | None:
-    key_path = os.path.join(output_dir, RUN_KEY_FILE)
+    """The last trainer checkpoint of an interrupted run with the same run key; else None, the folder started over
+    (by the first of several processes, before any reads it)."""
+    by_first_process(lambda: _resumable(output_dir, run_key) or _start_over(output_dir, run_key))
+    return _resumable(output_dir, run_key)
+
+
+def _resumable(output_dir: str, run_key: dict) -> str | None:
     checkpoints = sorted(map(str, Path(output_dir).glob("checkpoint-*")),
                          key=lambda p: int(re.search(r"(\d+)$", p).group(1)))
     try:
-        with open(key_path) as source:
+        with open(os.path.join(output_dir, RUN_KEY_FILE)) as source:
             same = json.load(source) == run_key
     except (OSError, ValueError):
         same = False
-    if checkpoints and same:
-        return checkpoints[-1]
-    if os.environ.get("RANK", "0") != "0":  # the first process started the folder over (`first_process_first`)
-        return None
+    return checkpoints[-1] if checkpoints and same else None
+
+
+def _start_over(output_dir: str, run_key: dict) -> None:
     shutil.rmtree(output_dir, ignore_errors=True)
     os.makedirs(output_dir, exist_ok=True)
-    with open(key_path, "w") as out:
+    with open(os.path.join(output_dir, RUN_KEY_FILE), "w") as out:
         json.dump(run_key, out)
-    return None

@@ -80,7 +80,7 @@ def memory_estimate(params: float | ModelShape, config: RMTrainConfig, hidden_si
     gradient_bytes = 4 if config.lora else weight_bytes
     compute_bytes = 2 if config.precision == "bf16" or config.dtype in ("bf16", "fp16") else weight_bytes
     # a pair is two sequences; each data-parallel process holds the activations of its share of a step
-    tokens = 2 * (config.batch_size // getattr(config, "processes", 1)) * config.max_length
+    tokens = 2 * (config.batch_size // config.processes) * config.max_length
     per_layer = CHECKPOINTED_PER_LAYER if config.gradient_checkpointing else ACTIVATIONS_PER_LAYER
     kept = tokens * shape.hidden_size * compute_bytes * per_layer * shape.layers
     if config.gradient_checkpointing:  # the layer being recomputed holds its full set

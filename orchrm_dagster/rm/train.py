@@ -36,7 +36,7 @@ from trl import RewardConfig, RewardTrainer
 from orchrm_dagster.devices import resolve_device, torch_dtype
 from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.lora import is_adapted, lora_config, save_trained
-from orchrm_dagster.processes import launch_data_parallel
+from orchrm_dagster.processes import run_data_parallel
 from orchrm_dagster.rm.checkpoints import MODEL_SUBDIR
 from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, use_bf16
 from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_estimate
@@ -120,26 +120,23 @@ def fit(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str, c
 
 
 DATA_PARALLEL_DIR = "data_parallel"  # a data-parallel training's job: its pairs, settings, errors and result
-FITTED_FILE = "fitted.json"
 
 
 def fit_data_parallel(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str,
                       checkpoint: str | None) -> Fitted:
-    """`fit` in `config.processes` processes through `accelerate launch`, each reading the job written here; a
-    failed process raises `TrainingProcessFailed` with its own error (its trainer checkpoints stay, to resume)."""
+    """`fit` in `config.processes` processes through `accelerate launch` (`rm.fit_process`); a failed process raises
+    `TrainingProcessFailed` with its own error (its trainer checkpoints stay, to resume)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    job = Path(output_dir, DATA_PARALLEL_DIR)
-    job.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({f.name: getattr(train, f.name) for f in fields(train)}), job / "train.parquet")
-    (job / "job.json").write_text(json.dumps({"config": config_to_json(config), "output_dir": output_dir,
-                                              "device": device, "checkpoint": checkpoint}))
-    (job / FITTED_FILE).unlink(missing_ok=True)
-    launch_data_parallel("orchrm_dagster.rm.fit_process", [str(job)], config.processes, device, str(job))
-    fitted = Fitted(**json.loads((job / FITTED_FILE).read_text()))
-    shutil.rmtree(job, ignore_errors=True)
-    return fitted
+    from orchrm_dagster.rm.fit_process import PAIRS_FILE
+
+    def write_pairs(folder: Path) -> None:
+        pq.write_table(pa.table({f.name: getattr(train, f.name) for f in fields(train)}), folder / PAIRS_FILE)
+
+    job = {"config": config_to_json(config), "output_dir": output_dir, "device": device, "checkpoint": checkpoint}
+    return Fitted(**run_data_parallel("orchrm_dagster.rm.fit_process", Path(output_dir, DATA_PARALLEL_DIR), job,
+                                      config.processes, device, prepare=write_pairs))
 
 
 def training_memory(config: RMTrainConfig, device: str) -> dict:

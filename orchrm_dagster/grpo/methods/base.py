@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.problems import plan_prompts
-from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome, first_process_first, memory_and_precision, save_policy
+from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome, memory_and_precision, save_policy
+from orchrm_dagster.processes import by_first_process
 
 if TYPE_CHECKING:
     from orchrm_dagster.environments import Executor
@@ -79,10 +80,11 @@ def supervised_args(context: MethodContext, batch_size: int, epochs: int) -> dic
 
 def fresh_output_dir(context: MethodContext) -> None:
     """A supervised method starts over: nothing of an interrupted attempt is reused."""
-    with first_process_first():  # by the first process alone: the others wait for it, and must not remove its work
-        if os.environ.get("RANK", "0") == "0":
-            shutil.rmtree(context.output_dir, ignore_errors=True)
-            os.makedirs(context.output_dir, exist_ok=True)
+    def start_over():
+        shutil.rmtree(context.output_dir, ignore_errors=True)
+        os.makedirs(context.output_dir, exist_ok=True)
+
+    by_first_process(start_over)  # once: another process must not remove what the first has begun to write
 
 
 def shared_dataset(dataset, context: MethodContext):
@@ -90,14 +92,12 @@ def shared_dataset(dataset, context: MethodContext):
     since TRL's trainers cache what they compute from a dataset beside its files, the first process writing and the
     others reading (DPO's reference log-probabilities); an in-memory dataset's cache is in each process's own
     temporary folder, out of the others' sight. One process uses the dataset as it is."""
-    if "WORLD_SIZE" not in os.environ:
+    if context.settings.processes == 1:
         return dataset
     from datasets import load_from_disk
 
     folder = os.path.join(context.output_dir, "dataset")
-    with first_process_first():
-        if os.environ.get("RANK", "0") == "0":
-            dataset.save_to_disk(folder)
+    by_first_process(lambda: dataset.save_to_disk(folder))
     return load_from_disk(folder)
 
 
