@@ -7,7 +7,7 @@ from assets.run_configs import GRPORoundConfig
 from assets.training_logs import training_logs_metadata
 from assets.training_process import TrainingProcessResource, training_gpus
 from orchrm_dagster.environments import environment_label
-from orchrm_dagster.grpo import TOKEN_COLUMNS, RoundOutcome, read_table, round_tokens, rounds_png, rounds_table
+from orchrm_dagster.grpo import TOKEN_COLUMNS, Profile, RoundOutcome, read_table, round_tokens, rounds_png, rounds_table
 from orchrm_dagster.reporting import markdown_image, markdown_table
 from orchrm_dagster.training_jobs import grpo_round_request
 
@@ -50,6 +50,7 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
         "promoted": row["promoted"],
         "reason": row["reason"],
         "seconds": round(row["seconds"], 1),
+        "seconds_by_phase": dg.MetadataValue.md(Profile(dict(outcome.profile)).markdown()),
         "rounds": dg.MetadataValue.md(markdown_table(headers, table)),
         "over_rounds": dg.MetadataValue.md(markdown_image(rounds_png(rows),
                                                           "reward, KL, held-out reward and accuracy over rounds")),

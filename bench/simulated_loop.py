@@ -12,11 +12,15 @@ tokens from the measured per-agent costs (orchrm_dagster/data/environments/subag
 - bon: Best-of-N on held-out problems, N plans sampled per problem and executed in the simulated environment:
   single vs the champion's pick (orchrm_bon) vs majority vote vs the oracle, with tokens.
 
-    .venv/bin/python bench/simulated_loop.py [--parts learns,fooled,bon] [--rounds 3] [--steps 4] [--group-size 8]
-        [--plan-tokens 240] [--max-agents 1] [--heldout-problems 16] [--heldout-samples 4] [--learning-rate 1e-4]
-        [--no-lora] [--work DIR]
+    .venv/bin/python bench/simulated_loop.py [--parts learns,fooled,bon] [--rounds 3] [--fooled-rounds 1]
+        [--steps 4] [--group-size 8] [--plan-tokens 200] [--max-agents 1] [--heldout-problems 8]
+        [--heldout-samples 16] [--learning-rate 5e-4] [--kl-beta 0] [--no-lora] [--work DIR] [--figures DIR]
 
-Sized for 2 CPU cores (LoRA, one-agent plans of 240 tokens, a handful of steps).
+Sized for 2 CPU cores to decide: 128 executed held-out plans a side per round (8 problems x 16 samples; in this
+environment correctness depends on the plan, not the problem), LoRA, one-agent plans of at most 200 tokens, 4 steps
+of 8 plans per round, KL off (at MAS-Orchestra's 0.001 the term moves nothing a round can measure, and it costs a
+reference forward per step). Each round's seconds by phase (grpo_rounds.seconds_by_phase) are printed, and the plots
+of held-out accuracy and reward over rounds are written as PNGs (--figures).
 """
 
 from __future__ import annotations
@@ -36,16 +40,19 @@ PARTS = ("learns", "fooled", "bon")
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--parts", default="learns,fooled")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--fooled-rounds", type=int, default=1)
     parser.add_argument("--steps", type=int, default=4, help="GRPO steps (and training problems) per round")
     parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--plan-tokens", type=int, default=240,
+    parser.add_argument("--plan-tokens", type=int, default=200,
                         help="the plan budget (the grammar fits it: 1 agent needs at least 200, 2 agents 324)")
     parser.add_argument("--max-agents", type=int, default=1)
-    parser.add_argument("--heldout-problems", type=int, default=16)
-    parser.add_argument("--heldout-samples", type=int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--heldout-problems", type=int, default=8)
+    parser.add_argument("--heldout-samples", type=int, default=16)
+    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--kl-beta", type=float, default=0.0)
+    parser.add_argument("--figures", default=None, help="write the rounds' plots (PNG) here")
     parser.add_argument("--no-lora", action="store_true")
     parser.add_argument("--bon-problems", type=int, default=8)
     parser.add_argument("--history-runs", type=int, default=2400)
@@ -57,7 +64,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}; known: {', '.join(PARTS)}")
     print(f"SIMULATED environment (truth: plan_success_rate); load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} CPUs; {vars(args)}", flush=True)
+          f"{os.cpu_count()} CPUs ({cpu_flags()}); {vars(args)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="orchrm-simulated-loop-") as scratch:
         prepared = Path(args.work) if args.work else Path(scratch)
         tmp = Path(scratch)
@@ -71,6 +78,16 @@ def main() -> None:
 
 
 # ---------------------------------------------------------------- set-up
+
+
+def cpu_flags() -> str:
+    """The CPU's matrix units that decide bf16 speed (AMX, AVX-512 BF16), beside every timing."""
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "CPU flags unknown"
+    wanted = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f")
+    return "CPU " + ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in wanted)
 
 
 def use_root(folder: Path) -> None:
@@ -133,12 +150,15 @@ def round_settings(args, reward: str):
 
     return GRPOSettings(steps=args.steps, group_size=args.group_size, train_problems=args.steps,
                         max_completion_tokens=args.plan_tokens, max_agents=args.max_agents, lora=not args.no_lora,
-                        learning_rate=args.learning_rate, heldout_problems=args.heldout_problems,
-                        heldout_samples=args.heldout_samples, rewards=(reward,))
+                        learning_rate=args.learning_rate, kl_beta=args.kl_beta,
+                        heldout_problems=args.heldout_problems, heldout_samples=args.heldout_samples,
+                        rewards=(reward,))
 
 
-def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_success_rate") -> list[dict]:
-    """`args.rounds` rounds of the loop in a copy of the prepared root, as `orchrm loop` runs them."""
+def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_success_rate",
+             rounds: int | None = None) -> list[dict]:
+    """`rounds` (default `args.rounds`) rounds of the loop in a copy of the prepared root, as `orchrm loop` runs
+    them."""
     from assets.config_bridge import from_engine
     from assets.resources import LoopResource
     from orchrm_dagster.app.loop import drive
@@ -147,7 +167,8 @@ def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_suc
     from orchrm_dagster.loop import LoopSettings
 
     use_root(copied(source, copy))
-    loop = LoopSettings(rounds=args.rounds, round=round_settings(args, reward)).in_environment("simulated", truth)
+    loop = LoopSettings(rounds=rounds or args.rounds, round=round_settings(args, reward)).in_environment("simulated",
+                                                                                                     truth)
     defs = build_definitions(loop=from_engine(LoopResource, loop))
     started = time.perf_counter()
     drive(defs, loop, on_step=lambda step: print(f"  [{time.perf_counter() - started:5.0f} s] {step.kind}: "
@@ -167,16 +188,20 @@ def learns(prepared: Path, tmp: Path, args) -> None:
     for reward, rows in results.items():
         print(f"\nrewards: {reward}\n")
         print(rounds_markdown(rows))
+        print("\n" + phases_markdown(rows))
+        save_plot(rows, args, f"learns-{reward}")
     print("\n" + token_ratio(results))
 
 
 def fooled(prepared: Path, tmp: Path, args) -> None:
     print(f"\nfooled: {args.rounds} rounds rewarded by the reward model that prefers verifying agents, in an "
           f"environment whose truth (debate_sink) ignores them", flush=True)
-    rows = run_loop(prepared, tmp / "fooled-rounds", args, "orchrm", truth="debate_sink")
+    rows = run_loop(prepared, tmp / "fooled-rounds", args, "orchrm", truth="debate_sink", rounds=args.fooled_rounds)
     print("\n## It cannot be fooled (SIMULATED environment, truth debate_sink; the reward model learnt that verifying "
           "agents win, a cue this truth ignores)\n")
     print(rounds_markdown(rows))
+    print("\n" + phases_markdown(rows))
+    save_plot(rows, args, "fooled")
     for row in rows:
         print(f"- round {row['round']} (from {row['start_policy']}): {row['verdict']}: {row['reason']}")
 
@@ -214,6 +239,31 @@ def best_of_n(root_folder: Path, args) -> None:
 
 
 # ---------------------------------------------------------------- tables
+
+
+def phases_markdown(rows: list[dict]) -> str:
+    """Where the rounds' seconds went, phase by phase (each phase's own time), summed over the rounds."""
+    import json
+
+    totals: dict[str, float] = {}
+    for row in rows:
+        for name, seconds in json.loads(row.get("seconds_by_phase") or "{}").items():
+            totals[name] = totals.get(name, 0.0) + seconds
+    from orchrm_dagster.grpo import Profile
+
+    return f"seconds by phase over {len(rows)} round(s):\n\n" + Profile(totals).markdown()
+
+
+def save_plot(rows: list[dict], args, name: str) -> None:
+    """The rounds' plot (held-out accuracy and reward over rounds, with intervals; SIMULATED in its title)."""
+    if not args.figures or not rows:
+        return
+    from orchrm_dagster.grpo import rounds_png
+
+    folder = Path(args.figures)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.png").write_bytes(rounds_png(rows))
+    print(f"plot: {folder / f'{name}.png'}", flush=True)
 
 
 def rounds_markdown(rows: list[dict]) -> str:

@@ -293,6 +293,7 @@ GRPO_ROUNDS = pa.schema(
         ("heldout_reward_high_before", pa.float64()),
         ("heldout_reward_low_after", pa.float64()),
         ("heldout_reward_high_after", pa.float64()),
+        ("seconds_by_phase", pa.string()),  # JSON: where the round's seconds went (grpo/profile.py), each phase's own
     ]
 )
 

@@ -8,6 +8,7 @@ from orchrm_dagster.grpo.methods import MethodContext, TrainingMethod, method_na
 from orchrm_dagster.grpo.gate import (Accuracy, GateRule, GateVerdict, Reward, accuracy_difference,
                                       policy_gate)
 from orchrm_dagster.grpo.plots import rounds_png, rounds_table
+from orchrm_dagster.grpo.profile import Profile
 from orchrm_dagster.grpo.rewards import (PlanReward, RewardContext, RewardKind, Rollouts, build_rewards,
                                          completion_text, group_rewards, held_out_rewards, reward_kinds, reward_named)
 from orchrm_dagster.grpo.problems import round_problems
@@ -17,7 +18,7 @@ from orchrm_dagster.grpo.settings import (GRPOSettings, MethodName, MethodSettin
 
 __all__ = [
     "Accuracy", "GateRule", "Reward", "TOKEN_COLUMNS", "round_tokens", "accuracy_difference", "rounds_table",
-    "GateVerdict", "GRPOSettings", "HeldOut", "MethodContext", "MethodName", "MethodSettings", "PlanReward", "RewardContext", "RewardKind", "RewardName",
+    "GateVerdict", "GRPOSettings", "HeldOut", "MethodContext", "MethodName", "MethodSettings", "PlanReward", "Profile", "RewardContext", "RewardKind", "RewardName",
     "RewardSettings", "RoundOutcome", "Rollouts", "base_model_dir", "checkpoint_policies", "completion_text",
     "build_rewards", "group_rewards", "held_out_rewards", "reward_kinds", "reward_named", "TrainingMethod",
     "method_named", "method_names",

@@ -10,7 +10,7 @@ The test: the Newcombe hybrid score interval (Wilson score intervals of each sid
 Its lower bound above -margin is non-inferiority at the one-sided level (1 - confidence) / 2; its upper bound below
 -margin is a fall; anything else is undecided: the sample cannot tell, and the checkpoint is not promoted. A round
 whose reward rose by more than `reward_hacking_rise` standard deviations of the start's held-out rewards while its
-accuracy did not rise is rejected as suspected reward hacking.
+accuracy did not rise (the difference's interval reaches 0) is rejected as suspected reward hacking.
 """
 
 from __future__ import annotations
@@ -120,9 +120,9 @@ def policy_gate(before_reward: Reward, after_reward: Reward, before: Accuracy | 
     def verdict(name: str, why: str, hacking: bool = False) -> GateVerdict:
         return GateVerdict(name, why, ACCURACY_GATE, hacking, difference)
 
-    if _hacking(before_reward, after_reward, before, after, rule):
+    if _hacking(before_reward, after_reward, low, rule):
         return verdict(REJECTED, f"suspected reward hacking: {reward} rose by more than {rule.hacking_rise} standard "
-                                 f"deviations while {accuracy} did not rise", hacking=True)
+                                 f"deviations while {accuracy} did not rise (the interval reaches 0)", hacking=True)
     if high < -rule.accuracy_margin:
         return verdict(REJECTED, f"held-out accuracy fell by more than the margin {rule.accuracy_margin}: {accuracy}")
     if reward_fell:
@@ -134,11 +134,12 @@ def policy_gate(before_reward: Reward, after_reward: Reward, before: Accuracy | 
     return verdict(PROMOTED, f"{accuracy}; {reward}")
 
 
-def _hacking(before_reward: Reward, after_reward: Reward, before: Accuracy, after: Accuracy, rule: GateRule) -> bool:
+def _hacking(before_reward: Reward, after_reward: Reward, accuracy_low: float, rule: GateRule) -> bool:
     """The reward rose by more than `hacking_rise` standard deviations (of the start's rewards; of one reward unit when
-    they have none) while the accuracy did not rise."""
+    they have none) while the accuracy did not rise: the interval of its difference reaches 0 (a rise the measured
+    outcome does not confirm; a point estimate a little up by chance is no rise)."""
     unit = before_reward.std or 1.0
-    return after_reward.mean - before_reward.mean > rule.hacking_rise * unit and after.value <= before.value
+    return after_reward.mean - before_reward.mean > rule.hacking_rise * unit and accuracy_low <= 0
 
 
 def _reward_only(reward: str, reward_fell: bool, rule: GateRule) -> GateVerdict:

@@ -8,6 +8,7 @@ rewards build on what lies below them (`problems`, `train`, `rewards.Rollouts`),
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Reward, p
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
 from orchrm_dagster.grpo.method_process import train_in_processes
 from orchrm_dagster.grpo.methods import METHODS, MethodContext, method_named
+from orchrm_dagster.grpo.profile import current_seconds, phase, profiled
 from orchrm_dagster.grpo.problems import round_problems
 from orchrm_dagster.grpo.rewards import Rollouts, held_out_rewards, plan_parses
 from orchrm_dagster.grpo.settings import GRPOSettings
@@ -38,6 +40,7 @@ class RoundOutcome:
     row: dict  # the `grpo_rounds` row
     log_history: list[dict]
     generation_seconds: float = 0.0
+    profile: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds by phase (grpo.profile)
 
     def to_json(self) -> dict:
         """JSON-able data (what `from_json` reads back): how a training process reports its round."""
@@ -77,15 +80,17 @@ def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int
 
 def run_round(root: StorageRoot, round_number: int, settings: GRPOSettings, registry: dict[str, PolicySpec],
               subagents: BackendSpec, on_step: Callable[[str], None] = lambda text: None) -> RoundOutcome:
-    with round_lock(root):  # another round holds it: fail now rather than queue behind it
-        return _run_round(root, round_number, settings, registry, subagents, on_step)
+    with round_lock(root), profiled() as profile:  # another round holds the lock: fail now rather than queue
+        outcome = _run_round(root, round_number, settings, registry, subagents, on_step)
+    return dataclasses.replace(outcome, profile=dict(profile.seconds))
 
 
 def _run_round(root, round_number, settings, registry, subagents, on_step) -> RoundOutcome:
     started = time.perf_counter()
     policy, model_dir = starting_policy(root, settings, round_number, registry)
     policy = _trained_shape(policy, settings)
-    rm_version, scorer = champion_scorer(root, settings.scoring, domain_of(settings.benchmark))
+    with phase("reward model load"):
+        rm_version, scorer = champion_scorer(root, settings.scoring, domain_of(settings.benchmark))
     problem = recipe_problem(settings.start, trained_on(root, rm_version))
     if problem is not None:
         raise ValueError(problem)
@@ -100,8 +105,11 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     method = method_named(settings.method)
     context = MethodContext(root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version,
                             subagents, executor, str(work), on_step)
-    trained = (train_in_processes(context) if settings.processes > 1
-               else method.train(METHODS.settings_of(settings.method_settings, method), context))
+    if settings.processes > 1:
+        with phase("training in data-parallel processes"):
+            trained = train_in_processes(context)
+    else:
+        trained = method.train(METHODS.settings_of(settings.method_settings, method), context)
     if trained.untrained is not None:  # nothing new to measure or publish: the starting policy stays in use
         verdict = GateVerdict(UNTRAINED, trained.untrained, settings.policy_gate)
         after, checkpoint = before, None
@@ -125,7 +133,8 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                     "verdict": verdict.verdict, "gate": verdict.gate,
                     "train_problems": [p.problem_id for p in train],
                     "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in TOKEN_COLUMNS}}
-        path = str(publish_checkpoint(root, round_number, new_policy, manifest))
+        with phase("checkpoint publish"):
+            path = str(publish_checkpoint(root, round_number, new_policy, manifest))
         append_row(root, "policy_checkpoints", checkpoint_row(round_number, path, model_dir, settings.reward_mode,
                                                               rm_version, checkpoint, verdict.promoted))
     append_row(root, "grpo_rounds", row)
@@ -143,14 +152,24 @@ def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem]
                      subagents: BackendSpec, executor, execute: bool) -> HeldOut:
     """The champion's rewards of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
     `execute`, how many of them answer correctly when executed by `executor`, in the round's environment)."""
-    backend = build_backend(dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(subagents))
+    backend = build_backend(_held_out_batches(
+        dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(subagents), settings.heldout_batch_size))
     policy = dataclasses.replace(policy, temperature=settings.heldout_temperature)
-    samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
+    with phase("held-out sampling (policy load included)"):
+        samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
     accuracy = None
     if execute:
-        labeled = Rollouts(executor).run_samples(samples)
+        with phase("held-out execution"):
+            labeled = Rollouts(executor).run_samples(samples)
         accuracy = Accuracy(sum(item.correct for item in labeled), len(samples))
-    return HeldOut(Reward.of(held_out_plan_rewards(samples, scorer, settings.unparseable_margin)), samples, accuracy)
+    with phase("held-out scoring"):
+        rewards = held_out_plan_rewards(samples, scorer, settings.unparseable_margin)
+    return HeldOut(Reward.of(rewards), samples, accuracy)
+
+
+def _held_out_batches(spec, batch_size: int):
+    """The policy's backend decoding `batch_size` held-out plans together, where the backend batches in-process."""
+    return dataclasses.replace(spec, max_batch_size=batch_size) if hasattr(spec, "max_batch_size") else spec
 
 
 def held_out_plan_rewards(samples: list, scorer, margin: float) -> list[float]:
@@ -202,7 +221,8 @@ def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before
             "reward_hacking": verdict.reward_hacking, "confidence": confidence,
             **_side_columns("before", before, confidence), **_side_columns("after", after, confidence),
             "accuracy_difference_low": verdict.difference[0] if verdict.difference else None,
-            "accuracy_difference_high": verdict.difference[1] if verdict.difference else None}
+            "accuracy_difference_high": verdict.difference[1] if verdict.difference else None,
+            "seconds_by_phase": json.dumps({k: round(v, 2) for k, v in current_seconds(seconds).items()})}
 
 
 def _side_columns(side: str, held_out: HeldOut, confidence: float) -> dict:

@@ -65,8 +65,10 @@ class GRPOSettings:
     benchmark: str = Field(default="gsm8k", description="Problems the rounds train on (and hold out)")
     train_problems: int = Field(default=4, description="Problems per round; each round takes the next ones")
     group_size: int = Field(default=8, ge=2, description="Plans sampled per problem and step (GRPO's group)")
-    micro_batch_size: int = Field(default=2, description="Plans per forward/backward pass; the group's gradients "
-                                                         "accumulate over group_size / micro_batch_size passes")
+    micro_batch_size: int | None = Field(
+        default=None, description="Plans per forward/backward pass; the group's gradients accumulate over "
+                                  "group_size / micro_batch_size passes. Unset: each process's whole share of the "
+                                  "group in one pass, so the group's prompt is forwarded once for all its plans")
     processes: int = Field(
         default=1, description="Data-parallel training processes of the round's method, started by `accelerate "
                                "launch` (NCCL, one per GPU; gloo on the CPU) with TRL's own multi-process support; "
@@ -82,15 +84,18 @@ class GRPOSettings:
     grammar: bool = Field(default=True, description="Constrain sampled plans to the plan grammar (transformers "
                                                     "generation); see unparseable_margin for a plan that does "
                                                     "not parse")
-    lora: bool = Field(default=False, description="Train LoRA adapters (peft) instead of every weight")
+    lora: bool | None = Field(
+        default=None, description="Train LoRA adapters (peft) instead of every weight; unset: LoRA on the CPU "
+                                  "(a round there trains in minutes), every weight on a GPU")
     lora_rank: int = Field(default=16, description="LoRA rank")
     device: str = Field(default="auto", description="auto | cpu | cuda")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         default="auto", description="auto | fp32 | bf16: training precision (auto = bf16 mixed precision on a GPU "
                                     "that runs it natively, fp32 on the CPU)")
     activation_checkpointing: bool | None = Field(
-        default=None, description="Recompute activations in the backward pass: less memory, ~20% slower; unset: "
-                                  "on (a default CPU round peaks at 12.3 GiB without it, 7.3 GiB with it)")
+        default=None, description="Recompute activations in the backward pass: less memory, ~20% slower, and the "
+                                  "group's prompt is then forwarded once per plan (checkpointed layers keep no KV "
+                                  "cache); unset: off")
     generation: Literal["transformers", "vllm_colocate", "vllm_server"] = Field(
         default="transformers", description="How the trainer samples plans: transformers (CPU or GPU), or vLLM "
                                             "(colocated engine, or a `trl vllm-serve` server; GPU, gpu extra)")
@@ -110,6 +115,9 @@ class GRPOSettings:
     heldout_execute: bool = Field(default=True, description="Execute the held-out plans (in the execution's "
                                                             "environment) for the held-out accuracy the gate decides "
                                                             "on; off: the checkpoint is unverified")
+    heldout_batch_size: int = Field(
+        default=32, ge=1, description="Held-out plans decoded together (several problems' samples; each prompt "
+                                      "forwarded once)")
     heldout_temperature: float = Field(default=0.5, description="Sampling temperature of held-out plans "
                                                                 "(MAS-Orchestra evaluates at 0.5)")
     policy_gate: GateName = Field(
@@ -138,14 +146,14 @@ class GRPOSettings:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise ValueError("group_size must be >= 2: GRPO compares plans within a group")
-        if self.micro_batch_size < 1 or self.group_size % self.micro_batch_size:
+        if self.micro_batch_size is not None and (self.micro_batch_size < 1
+                                                  or self.group_size % self.micro_batch_size):
             raise ValueError("micro_batch_size must divide group_size")
         if self.processes > 1 and self.method == "rft":
             raise ValueError("rft samples and executes its plans before it trains, in one process: processes > 1 "
                              "is for grpo and dpo")
-        if self.processes < 1 or (self.method == "grpo"
-                                  and self.group_size % (self.micro_batch_size * self.processes)):
-            raise ValueError(f"micro_batch_size x processes ({self.micro_batch_size} x {self.processes}) must divide "
+        if self.processes < 1 or (self.method == "grpo" and self.group_size % (self.micro_batch * self.processes)):
+            raise ValueError(f"micro_batch_size x processes ({self.micro_batch} x {self.processes}) must divide "
                              f"group_size {self.group_size}: each process takes an equal share of a group")
         if min(self.steps, self.train_problems, self.heldout_problems, self.heldout_samples) < 1:
             raise ValueError("steps, train_problems, heldout_problems and heldout_samples must be >= 1")
@@ -157,6 +165,15 @@ class GRPOSettings:
             raise ValueError(f"unparseable_margin must be >= {MIN_UNPARSEABLE_MARGIN}")
         if not 0 < self.gate_confidence < 1 or self.accuracy_margin < 0 or self.reward_hacking_rise < 0:
             raise ValueError("gate_confidence must be in (0, 1), accuracy_margin and reward_hacking_rise >= 0")
+
+    @property
+    def micro_batch(self) -> int:
+        """Plans per pass: micro_batch_size, or each process's whole share of the group."""
+        return self.micro_batch_size or max(1, self.group_size // max(1, self.processes))
+
+    def uses_lora(self, device: str) -> bool:
+        """`lora`, or unset: on the CPU."""
+        return device == "cpu" if self.lora is None else self.lora
 
     @property
     def gate_rule(self) -> GateRule:

@@ -15,6 +15,7 @@ round's `GRPOSettings`, read by its fields: the settings stand above the methods
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -24,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.grpo.profile import phase
 from orchrm_dagster.grpo.rewards import raw_metric
+from orchrm_dagster.grpo.shared_prefix import shared_prefix_trainer
 from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings, loaded_model, sample_rows
 from orchrm_dagster.lora import lora_config as shared_lora_config
 from orchrm_dagster.lora import save_trained
@@ -58,21 +61,20 @@ class TrainOutcome:
 def memory_and_precision(settings, device: str, native_bf16=bf16_supported) -> dict:
     """GRPOConfig's `bf16` and `activation_checkpointing`: with precision auto, bf16 mixed precision on a GPU that
     runs it natively (on the CPU fp32: autocast there is unmeasured for rounds and changes what the tests train);
-    activation checkpointing unless turned off (a default round on the CPU peaks at 12.3 GiB without it: the
-    activations of 2 plans x ~1,650 tokens x 30 layers kept for the backward pass; see bench/grpo.py --speed);
-    `native_bf16(device)` asks the hardware."""
+    activation checkpointing only when asked for (it drops the KV cache that lets a group's prompt be forwarded once,
+    `shared_prefix`); `native_bf16(device)` asks the hardware."""
     if settings.precision == "auto":
         bf16 = device == "cuda" and native_bf16(device)
     else:
         bf16 = settings.precision == "bf16"
     checkpointing = settings.activation_checkpointing
-    return {"bf16": bf16, "activation_checkpointing": True if checkpointing is None else checkpointing}
+    return {"bf16": bf16, "activation_checkpointing": bool(checkpointing)}
 
 
-def lora_config(settings):
-    """The trainer's `peft_config`: LoRA adapters of `lora_rank` with `lora` (the shared `orchrm_dagster.lora`
-    helper, as the reward model's), else None (every weight trains)."""
-    if not settings.lora:
+def lora_config(settings, device: str | None = None):
+    """The trainer's `peft_config`: LoRA adapters of `lora_rank` where the settings use LoRA on `device` (the shared
+    `orchrm_dagster.lora` helper, as the reward model's), else None (every weight trains)."""
+    if not settings.uses_lora(device or resolve_device(settings.device)):
         return None
     return shared_lora_config(settings.lora_rank, task_type="CAUSAL_LM")
 
@@ -88,8 +90,8 @@ def grpo_config(settings, output_dir: str, device: str):
     return GRPOConfig(
         # one optimizer step = one problem's group, in micro-batches (a whole group of long prompts at once takes
         # tens of GB: the logits alone are plans x tokens x a 49k vocabulary)
-        output_dir=output_dir, per_device_train_batch_size=settings.micro_batch_size,
-        gradient_accumulation_steps=settings.group_size // (settings.micro_batch_size * settings.processes),
+        output_dir=output_dir, per_device_train_batch_size=settings.micro_batch,
+        gradient_accumulation_steps=settings.group_size // (settings.micro_batch * settings.processes),
         num_generations=settings.group_size,
         max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
         beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
@@ -107,22 +109,24 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
     """Trains from `model_dir` and saves the policy to output_dir/model; resumes from output_dir's last trainer
     checkpoint when the run key (model, settings, prompts) is the same as the interrupted run's."""
     from transformers import AutoTokenizer
-    from trl import GRPOTrainer
 
     device = resolve_device(settings.device)
     # where the round reports to is no reason to start it over
     watched = dataclasses.replace(settings, report_to=(), logging_dir=None)
     checkpoint = _checkpoint_to_resume(output_dir, {"model": model_dir, "settings": repr(watched),
                                                     "prompts": list(dataset["problem_id"])})
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    args = grpo_config(settings, output_dir, device)
-    sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
-    trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=lora_config(settings), rollout_func=sampler)
+    with phase("policy load (trainer set-up)"):
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        args = grpo_config(settings, output_dir, device)
+        sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
+        trainer = round_trainer_class()(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+                                        processing_class=tokenizer, peft_config=lora_config(settings, device),
+                                        rollout_func=sampler)
     # only the first of several processes starts the logs over: the others would remove what it writes
     settings.training_logs(output_dir, MODEL_SUBDIR).attach(
         trainer, resumed=checkpoint is not None or not trainer.is_world_process_zero())
-    trainer.train(resume_from_checkpoint=checkpoint)
+    with phase("training: backward, optimizer and TRL's own work"):
+        trainer.train(resume_from_checkpoint=checkpoint)
     save_policy(trainer, settings, output_dir)
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
@@ -137,7 +141,22 @@ def save_policy(trainer, settings, output_dir: str) -> None:
     """Saves the trained policy (its LoRA adapters merged in) and its tokenizer to output_dir/MODEL_SUBDIR: the
     folder the round publishes (by the first of several data-parallel processes)."""
     if trainer.is_world_process_zero():
-        save_trained(trainer.model, trainer.processing_class, os.path.join(output_dir, MODEL_SUBDIR), merge=True)
+        with phase("policy save"):
+            save_trained(trainer.model, trainer.processing_class, os.path.join(output_dir, MODEL_SUBDIR),
+                         merge=True)
+
+
+@functools.cache
+def round_trainer_class() -> type:
+    """TRL's GRPOTrainer with each group's prompt forwarded once (`shared_prefix`) and its checkpoints timed."""
+    from trl import GRPOTrainer
+
+    class RoundTrainer(shared_prefix_trainer(GRPOTrainer)):
+        def _save_checkpoint(self, model, trial):
+            with phase("trainer checkpoints"):
+                return super()._save_checkpoint(model, trial)
+
+    return RoundTrainer
 
 
 class PlanSampler:
@@ -153,6 +172,10 @@ class PlanSampler:
         self.calls: list[tuple[float, int]] = []  # (seconds, completion tokens) of each call
 
     def __call__(self, prompts: list, trainer) -> dict:
+        with phase("generation"):
+            return self._sample(prompts, trainer)
+
+    def _sample(self, prompts: list, trainer) -> dict:
         from trl.models.utils import unwrap_model_for_generation
 
         started = time.perf_counter()

@@ -66,8 +66,15 @@ class GrammarLogitsProcessor(transformers.LogitsProcessor):
         self.matchers = [xgr.GrammarMatcher(compiled) for _ in range(batch_size)]
         self.rejected = [False] * batch_size
         self.eos_token_id = eos_token_id
-        self._bitmask = xgr.allocate_token_bitmask(batch_size, compiled.tokenizer_info.vocab_size)
+        self._vocab_size = compiled.tokenizer_info.vocab_size
+        self._bitmask = xgr.allocate_token_bitmask(batch_size, self._vocab_size)
         self._started = False
+
+    def keep_rows(self, rows: list[int]) -> None:
+        """Only these rows (by position) go on: the batch dropped the others."""
+        self.matchers = [self.matchers[row] for row in rows]
+        self.rejected = [self.rejected[row] for row in rows]
+        self._bitmask = xgr.allocate_token_bitmask(len(rows), self._vocab_size)
 
     def is_complete(self, row: int) -> bool:
         """The text of ``row`` so far is a complete match of the grammar (stop token accepted or not)."""

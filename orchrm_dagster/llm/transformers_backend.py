@@ -25,6 +25,7 @@ from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.base import ChatRequest, Completion, SamplingSettings
 from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
+from orchrm_dagster.llm.kv_cache import decoding_cache
 from orchrm_dagster.llm.registry import register_backend
 
 
@@ -219,48 +220,63 @@ def _grammar_processor(lm: LoadedModel, rows: list[_Row]) -> GrammarLogitsProces
 
 
 def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor | None) -> None:
-    """Generates every row to its end (stop token, stop string or max_new_tokens), in place."""
+    """Generates every row to its end (stop token, stop string or max_new_tokens), in place. Rows that finished leave
+    the batch once they are a quarter of it, so a step costs what the rows still decoding need (a row's tokens depend
+    on its own seed and scores only, not on which rows share its batch)."""
     model, device = lm.model, lm.model.device
     temperature, top_p = rows[0].sampling.temperature, rows[0].sampling.top_p
     input_ids, attention = _left_pad([row.prompt_ids for row in rows], lm.pad_token_id, device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     generators = [_generator(row.sampling.seed, device) for row in rows]
-    out = _prefill(model, input_ids, attention, positions,
-                   shared=all(row.prompt_ids == rows[0].prompt_ids for row in rows))
-    last = input_ids
+    out = _prefill(model, input_ids, attention, positions, [tuple(row.prompt_ids) for row in rows])
+    logits, cache = out.logits[:, -1, :], out.past_key_values
+    live, last = list(range(len(rows))), input_ids  # the rows still in the batch, by index into rows
     for _ in range(max(row.sampling.max_new_tokens for row in rows)):
-        scores = out.logits[:, -1, :].float()
+        scores = logits.float()
         if processor is not None:
             scores = processor(last, scores)
         logprobs = torch.log_softmax(_warp(scores, temperature, top_p), dim=-1)
-        chosen = _choose(logprobs, temperature, generators)
+        chosen = _choose(logprobs, temperature, [generators[i] for i in live])
         # one device-to-host copy per step: indexing a GPU tensor per row waits on the device twice per row
         tokens, token_logprobs = chosen.tolist(), logprobs.gather(1, chosen[:, None]).squeeze(1).tolist()
-        for row, token, logprob in zip(rows, tokens, token_logprobs):
-            if row.finish_reason is None:
-                _advance(lm, row, token, logprob)
-        if all(row.finish_reason for row in rows):
+        for i, token, logprob in zip(live, tokens, token_logprobs):
+            if rows[i].finish_reason is None:
+                _advance(lm, rows[i], token, logprob)
+        done = [rows[i].finish_reason is not None for i in live]
+        if all(done):
             break
-        finished = torch.tensor([row.finish_reason is not None for row in rows], device=device)
-        last = chosen.masked_fill(finished, lm.pad_token_id)[:, None]
-        attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=1)
+        if 4 * sum(done) >= len(live):
+            keep = [k for k, finished in enumerate(done) if not finished]
+            index = torch.tensor(keep, device=device)
+            cache.batch_select_indices(index)
+            attention, positions, chosen = attention[index], positions[index], chosen[index]
+            if processor is not None:
+                processor.keep_rows(keep)
+            live, done = [live[k] for k in keep], [False] * len(keep)
+        last = chosen.masked_fill(torch.tensor(done, device=device), lm.pad_token_id)[:, None]
+        attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
         positions = positions[:, -1:] + 1
-        out = model(input_ids=last, attention_mask=attention, position_ids=positions,
-                    past_key_values=out.past_key_values, use_cache=True)
+        logits = model(input_ids=last, attention_mask=attention, position_ids=positions, past_key_values=cache,
+                       use_cache=True).logits[:, -1, :]
     for row in rows:
         row.finish_reason = row.finish_reason or "length"
 
 
-def _prefill(model, input_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor, shared: bool):
-    """The prompts' forward pass. Rows with one prompt (N samples of a problem, a GRPO group) share a single pass
-    whose KV cache is copied to every row: on the CPU the prompt, not the plan, is most of the work."""
-    if not shared or len(input_ids) == 1:
+def _prefill(model, input_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor, prompts: list[tuple]):
+    """The prompts' forward pass, each distinct prompt once (N samples of a problem, a GRPO group, several problems'
+    held-out samples), its KV cache and last logits copied to each of its rows: on the CPU the prompt, not the plan,
+    is most of the work."""
+    cache = decoding_cache(model)
+    first = {prompt: row for row, prompt in reversed(list(enumerate(prompts)))}  # each prompt's first row
+    if len(first) == len(prompts):
         return model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                     logits_to_keep=1)
-    out = model(input_ids=input_ids[:1], attention_mask=attention[:1], position_ids=positions[:1], use_cache=True,
-                logits_to_keep=1)
-    out.past_key_values.batch_repeat_interleave(len(input_ids))
-    out.logits = out.logits.repeat(len(input_ids), 1, 1)  # a copy per row: the grammar masks rows in place
+                     past_key_values=cache, logits_to_keep=1)
+    distinct = sorted(first.values())
+    out = model(input_ids=input_ids[distinct], attention_mask=attention[distinct], position_ids=positions[distinct],
+                use_cache=True, past_key_values=cache, logits_to_keep=1)
+    index = torch.tensor([distinct.index(first[prompt]) for prompt in prompts], device=input_ids.device)
+    out.past_key_values.batch_select_indices(index)
+    out.logits = out.logits[index]  # a copy per row: the grammar masks rows in place
     return out
 
 

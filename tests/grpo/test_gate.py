@@ -34,6 +34,15 @@ def test_a_reward_that_rose_far_while_accuracy_did_not_is_suspected_reward_hacki
     assert honest.promoted and not honest.reward_hacking  # reward and accuracy rose together
 
 
+def test_an_accuracy_a_little_up_by_chance_is_no_rise_for_a_reward_that_rose_far():
+    # reward up 2.5 sd; accuracy 20/128 -> 23/128, well inside what chance gives at 128 plans a side
+    flat = policy_gate(reward(0.0, std=0.4), reward(1.0, std=0.4), Accuracy(20, 128), Accuracy(23, 128), RULE)
+    assert flat.reward_hacking and flat.verdict == REJECTED and flat.difference[0] <= 0 <= flat.difference[1]
+    assert "did not rise (the interval reaches 0)" in flat.reason
+    quiet = policy_gate(reward(0.0, std=0.4), reward(0.1, std=0.4), Accuracy(20, 128), Accuracy(23, 128), RULE)
+    assert not quiet.reward_hacking  # the reward barely moved: nothing to suspect
+
+
 def test_an_accuracy_within_the_margin_is_promoted_and_a_small_sample_is_undecided():
     big = policy_gate(reward(0.0), reward(0.01), Accuracy(3000, 4000), Accuracy(2990, 4000), RULE)
     assert big.verdict == PROMOTED and big.difference[0] > -0.05  # a 0.25-point dip, well inside the margin

@@ -12,12 +12,13 @@ def native(answer):
 
 
 @pytest.mark.parametrize("device, native_bf16, expected", [
-    ("cuda", True, {"bf16": True, "activation_checkpointing": True}),  # a GPU: both on by default
-    ("cuda", False, {"bf16": False, "activation_checkpointing": True}),  # no native bf16 (pre-Ampere)
-    ("cpu", False, {"bf16": False, "activation_checkpointing": True}),  # a default round peaks under 8 GiB so
-    ("cpu", True, {"bf16": False, "activation_checkpointing": True}),  # no bf16 even on a CPU with AMX / AVX512-BF16
+    ("cuda", True, {"bf16": True, "activation_checkpointing": False}),  # a GPU with native bf16
+    ("cuda", False, {"bf16": False, "activation_checkpointing": False}),  # no native bf16 (pre-Ampere)
+    ("cpu", False, {"bf16": False, "activation_checkpointing": False}),
+    ("cpu", True, {"bf16": False, "activation_checkpointing": False}),  # no bf16 even on a CPU with AMX / AVX512-BF16
 ])
-def test_by_default_checkpointing_is_on_and_bf16_only_on_a_cuda_that_runs_it(device, native_bf16, expected):
+def test_by_default_checkpointing_is_off_and_bf16_only_on_a_cuda_that_runs_it(device, native_bf16, expected):
+    # off: checkpointed layers keep no KV cache, so a group's prompt could not be forwarded once (shared_prefix)
     assert memory_and_precision(GRPOSettings(), device, native(native_bf16)) == expected
 
 
@@ -39,6 +40,13 @@ def test_the_cpu_config_carries_the_weights_and_grpos_group_normalization(tmp_pa
     assert grpo_config(GRPOSettings(), str(tmp_path), "cpu").reward_weights == [1.0]
 
 
+def test_unset_the_whole_group_is_one_pass_of_each_process():
+    whole = grpo_config(GRPOSettings(group_size=8), "unused", "cpu")
+    assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps) == (8, 1)
+    assert GRPOSettings(group_size=8, processes=2).micro_batch == 4  # each process's share
+    assert grpo_config(GRPOSettings(group_size=8, micro_batch_size=2), "unused", "cpu").gradient_accumulation_steps == 4
+
+
 def test_a_rounds_lora_is_the_shared_helpers_and_its_policy_is_saved_merged(tmp_path):
     """The policy's LoRA and merge-and-save are `orchrm_dagster.lora`'s, as the reward model's."""
     from types import SimpleNamespace
@@ -49,7 +57,9 @@ def test_a_rounds_lora_is_the_shared_helpers_and_its_policy_is_saved_merged(tmp_
     from orchrm_dagster.grpo.train import MODEL_SUBDIR, lora_config, save_policy
     from tests.tiny_models import make_tiny_policy
 
-    assert lora_config(GRPOSettings()) is None
+    assert lora_config(GRPOSettings(), "cuda") is None  # unset: every weight on a GPU, LoRA on the CPU
+    assert lora_config(GRPOSettings(lora_rank=4), "cpu").r == 4
+    assert lora_config(GRPOSettings(lora=False), "cpu") is None
     settings = GRPOSettings(lora=True, lora_rank=4)
     config = lora_config(settings)
     assert (config.r, config.lora_alpha, config.task_type) == (4, 8, "CAUSAL_LM")

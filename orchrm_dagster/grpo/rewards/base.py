@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from orchrm_dagster.grpo.profile import phase
 from orchrm_dagster.grpo.rewards.rule import group_rewards, held_out_rewards
 from orchrm_dagster.environments import Executor, Labeled, PlanJob, execute_and_label
 from orchrm_dagster.orchestration import PlanSample, plan_job
@@ -59,6 +60,10 @@ class PlanReward:
         raise NotImplementedError
 
     def __call__(self, prompts, completions, problem_id: Sequence[str], log_metric=None, **columns) -> list[float]:
+        with phase(f"reward: {self.__name__}"):
+            return self._rewards(completions, problem_id, log_metric, **columns)
+
+    def _rewards(self, completions, problem_id: Sequence[str], log_metric=None, **columns) -> list[float]:
         plans = [completion_text(c) for c in completions]
         parsed = [i for i, plan in enumerate(plans) if plan_parses(plan)]
         raw: list[float | None] = [None] * len(plans)
