@@ -161,3 +161,29 @@ def test_a_failed_champion_check_prints_its_refusal_whole_and_each_domain_its_ow
     for domain in ("choice", "qa"):  # no pairs of their own: they say so, not math's 18
         assert (f"{domain}: no champion reward model for the {domain} domain: v1 had no validation pairs of its own "
                 f"there, only 18 of other domains (accuracy 1.000") in line
+
+
+def test_library_warnings_stay_out_of_the_step_lines_unless_verbose(isolated_env, monkeypatch, recwarn):
+    import warnings
+
+    import orchrm_dagster.app.commands as commands
+
+    materialize = commands.materialize_selection
+
+    def warning_then_materialize(*args, **kwargs):  # as Dagster Pipes warns inside a training step
+        warnings.warn("PipesMessageReader.expected_writer_count is currently in preview", dg.PreviewWarning)
+        return materialize(*args, **kwargs)
+
+    monkeypatch.setattr(commands, "materialize_selection", warning_then_materialize)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    quiet = invoke("materialize", "problems")
+    assert quiet.exit_code == 0, quiet.output
+    shown = lambda: [str(w.message) for w in recwarn.list if "expected_writer_count" in str(w.message)]  # noqa: E731
+    assert "expected_writer_count" not in quiet.output and not shown()
+    assert re.search(r"^\d\d:\d\d:\d\d  finished  materializing key:\"problems\"", quiet.output, re.M)
+    assert re.search(r"\n\d+ library warning\(s\) hidden \(orchrm --verbose \.\.\. shows them\)\n$", quiet.output)
+    assert os.environ["PYTHONWARNINGS"] == "ignore"  # the step subprocesses' too
+    monkeypatch.delenv("PYTHONWARNINGS")
+    verbose = invoke("--verbose", "materialize", "problems")
+    assert verbose.exit_code == 0 and "hidden" not in verbose.output and "PYTHONWARNINGS" not in os.environ
+    assert shown() == ["PipesMessageReader.expected_writer_count is currently in preview"]  # as Python shows it

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 
 import click
 
@@ -59,6 +60,8 @@ class _Commands(click.Group):
             formatter.write_dl([(name, line) for name, (_, line) in COMMANDS.items()])
 
     def invoke(self, ctx):
+        if not ctx.params.get("verbose"):  # before the command's module is imported: its imports warn too
+            _hold_warnings(ctx)
         try:
             return super().invoke(ctx)
         except Exception as error:
@@ -85,3 +88,19 @@ def main(storage_url: str | None, verbose: bool) -> None:
     if not verbose:
         for name, value in QUIET_MODEL_LOADS.items():
             os.environ.setdefault(name, value)
+
+
+def _hold_warnings(ctx: click.Context) -> None:
+    """Libraries' warnings (Dagster's preview notices, say) would print amid the steps' lines: they are held and
+    counted in one line at the end, and the step subprocesses' are ignored (a PYTHONWARNINGS a user set is kept);
+    --verbose shows them where they happen."""
+    held, shown = [], warnings.showwarning
+    warnings.showwarning = lambda message, category, *args, **kwargs: held.append(f"{category.__name__}: {message}")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+
+    def count() -> None:
+        warnings.showwarning = shown
+        if held:
+            click.echo(f"{len(held)} library warning(s) hidden (orchrm --verbose ... shows them)", err=True)
+
+    ctx.call_on_close(count)
