@@ -113,7 +113,7 @@ def champion_beats_chance(storage: StorageResource) -> dg.AssetCheckResult:
         metadata={"champions": len(champions),
                   "domains": dg.MetadataValue.md(markdown_table(
                       ["domain", "champion", "val accuracy", "validation pairs", "p (vs chance)", "why not"],
-                      [(s.domain, s.champion, s.accuracy, validation_pairs(s), s.p_value, s.problem)
+                      [(s.domain, s.champion, s.accuracy, s.pairs_shown, s.p_value, s.problem)
                        for s in standings]))})
 
 
@@ -123,13 +123,6 @@ def champion_refusal(standings) -> str:
     champions = [s for s in standings if s.champion is not None]
     failing = [s for s in champions if not s.beats_chance] or [s for s in standings if s.champion is None]
     return "; ".join(f"{s.domain}: {s.problem}" for s in failing)
-
-
-def validation_pairs(standing) -> str | int | None:
-    """A champion's validation pairs, saying when they were other domains' (its domain had none of its own)."""
-    if not standing.pairs:
-        return None
-    return standing.pairs if standing.own_pairs else f"{standing.pairs} (other domains')"
 
 
 @dg.asset_check(asset="evaluation", description="No problem of the latest evaluation appears in a pair (train or "

@@ -7,11 +7,11 @@ import dagster as dg
 
 from assets.checks import batch_check_metadata
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
-from assets.loop import describe, loop_state, partition_requests, prepare_steps, step_run
+from assets.loop import loop_state, partition_requests, prepare_steps, step_run
 from assets.partitions import orchestration_partition_requests
 from assets.resources import LoopResource, PolicyRegistry, StorageResource
 from assets.runs import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
-from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, decide, unclean_batch_states
+from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, decide, describe, unclean_batch_states
 
 BATCH_INGESTED_CHECK = "batch_ingested"
 
