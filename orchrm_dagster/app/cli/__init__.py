@@ -1,9 +1,11 @@
 """`orchrm`: what people do without the UI. It runs the same Definitions in-process, on the same Dagster instance as
 `dagster dev`, so every run it makes shows up in the UI's history.
 
-One module per command, each imported only when it runs (or when help lists it): `query` and `status` read the
-warehouse and the storage root without Dagster, torch or transformers (tests/structure/test_cli_imports.py), so they
-answer in well under a second. Flags that set a config field are generated from it (`options.config_options`).
+One module per command, each imported only when it runs (or when help lists it): `query`, and `status` on a root
+where nothing landed, read the warehouse and the storage root without Dagster, torch or transformers
+(tests/structure/test_cli_imports.py), so they answer in well under a second; `status` on a root with batches asks the
+loop what it would do, which reads the Dagster instance's runs (and imports the loop engine, whose package roots
+import torch today). Flags that set a config field are generated from it (`options.config_options`).
 A user's mistake (an unknown config key, a bad value, an unknown name, a step that failed) prints its message alone;
 `--verbose` shows the traceback too."""
 
