@@ -107,13 +107,22 @@ def champion_beats_chance(storage: StorageResource) -> dg.AssetCheckResult:
 
     standings = champion_standings(storage.storage_root())
     champions = [s for s in standings if s.champion is not None]
+    passed = bool(champions) and all(s.beats_chance for s in champions)
     return dg.AssetCheckResult(
-        passed=bool(champions) and all(s.beats_chance for s in champions),
+        passed=passed, description=None if passed else champion_refusal(standings),
         metadata={"champions": len(champions),
                   "domains": dg.MetadataValue.md(markdown_table(
                       ["domain", "champion", "val accuracy", "validation pairs", "p (vs chance)", "why not"],
-                      [(s.domain, s.champion, s.accuracy, s.pairs or None, s.p_value, s.falls_short or s.no_champion)
+                      [(s.domain, s.champion, s.accuracy, s.pairs_shown, s.p_value, s.problem)
                        for s in standings]))})
+
+
+def champion_refusal(standings) -> str:
+    """Why the champion check failed, whole: each domain whose champion falls short, or, with no champion at all,
+    why each domain has none (what the failed step's line says)."""
+    champions = [s for s in standings if s.champion is not None]
+    failing = [s for s in champions if not s.beats_chance] or [s for s in standings if s.champion is None]
+    return "; ".join(f"{s.domain}: {s.problem}" for s in failing)
 
 
 @dg.asset_check(asset="evaluation", description="No problem of the latest evaluation appears in a pair (train or "

@@ -14,7 +14,7 @@ from assets.jobs import INGEST_JOB, ORCHESTRATE_JOB, PAIRS_JOB, RETRAIN_JOB, ROU
 from assets.partitions import benchmarks, grpo_rounds, policies, run_batches
 from assets.run_configs import ExecutionConfig, GRPORoundConfig, RewardModelConfig, SamplingConfig
 from assets.runs import HOST_TAG, failure_cause
-from orchrm_dagster.loop import Decision, LoopState, Step, StepRuns, read_state
+from orchrm_dagster.loop import LoopState, Step, StepRuns, read_state
 from orchrm_dagster.storage import StorageRoot, register_batches
 
 STEP_TAG, LOOP_TAG, SOURCE_FILE_TAG, FILES_TAG = "orchrm/step", "orchrm/loop", "orchrm/source_file", "orchrm/files"
@@ -128,13 +128,3 @@ def partition_requests(runs: list[StepRun]) -> list[dg.AddDynamicPartitionsReque
             wanted.setdefault(name, [])
             wanted[name] += [key for key in keys if key not in wanted[name]]
     return [dg.AddDynamicPartitionsRequest(name, keys) for name, keys in wanted.items()]
-
-
-def describe(decision: Decision) -> str:
-    """What the loop is doing or waiting for, in one line (a sensor's skip reason, a log line)."""
-    parts = [f"asked: {', '.join(s.key for s in decision.steps)}"] if decision.steps else []
-    parts += [f"waiting: {', '.join(decision.waiting)}"] if decision.waiting else []
-    parts += [f"blocked: {decision.blocked}"] if decision.blocked else []
-    parts += [f"gave up: {'; '.join(f'{key}: {cause}' for key, cause in decision.failed)}"] if decision.failed else []
-    parts += [f"stopped: {decision.stopped}"] if decision.stopped else []
-    return " | ".join(parts) or "nothing to do"

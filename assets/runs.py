@@ -6,6 +6,7 @@ failed, and pool slots a killed run still holds given back."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 
@@ -29,25 +30,36 @@ def root_cause(error) -> str:
     """The innermost cause of a serialized Dagster error, as `Type: message`."""
     while error.cause is not None:
         error = error.cause
-    return f"{error.cls_name}: {error.message.strip()}" if error.cls_name and not error.message.startswith(
-        error.cls_name) else error.message.strip()
+    message = re.sub(r"\s*\n\s*", " ", error.message.strip())  # one line: a step's line in a log is one line
+    return f"{error.cls_name}: {message}" if error.cls_name and not message.startswith(error.cls_name) else message
 
 
 def failure_cause(events) -> str:
     """Why a run failed, in one wording wherever it is shown, from its events (an in-process result's `all_events`,
-    or the instance's log of a launched run): each failed step's error as `step: Type: message`; else the run
-    failure's error; else what the engine said on finding the run's process gone (kill -9, the OOM killer); else
-    the run failure's message."""
-    steps, runs, engine, said = [], [], [], []
+    or the instance's log of a launched run): each failed step's error as `step: Type: message`, followed by the
+    description of each blocking check that failed (the refusal itself, which Dagster's error only names); else the
+    run failure's error; else what the engine said on finding the run's process gone (kill -9, the OOM killer);
+    else the run failure's message."""
+    steps, checks, runs, engine, said = [], [], [], [], []
     for event in events:
         error = getattr(event.event_specific_data, "error", None)
         if event.is_step_failure:
             steps.append(f"{event.step_key}: {root_cause(error) if error is not None else event.message}")
+        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            checks += _failed_blocking_check(event.asset_check_evaluation_data)
         elif event.is_run_failure:
             (runs if error is not None else said).append(root_cause(error) if error is not None else event.message)
         elif event.event_type == dg.DagsterEventType.ENGINE_EVENT and "terminated" in (event.message or ""):
             engine.append(event.message)
-    return "; ".join(steps or runs or engine or [m for m in said if m]) or "the run failed"
+    if steps:
+        return "; ".join(steps + checks)
+    return "; ".join(runs or engine or [m for m in said if m]) or "the run failed"
+
+
+def _failed_blocking_check(evaluation) -> list[str]:
+    if evaluation.passed or not evaluation.blocking or not evaluation.description:
+        return []
+    return [f"{evaluation.check_name} failed: {evaluation.description}"]
 
 
 def quiet(run_config: dg.RunConfig | dict | None) -> dg.RunConfig | dict:

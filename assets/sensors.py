@@ -7,18 +7,23 @@ import dagster as dg
 
 from assets.checks import batch_check_metadata
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
-from assets.loop import describe, loop_state, partition_requests, prepare_steps, step_run
+from assets.loop import loop_state, partition_requests, prepare_steps, step_run
 from assets.partitions import orchestration_partition_requests
 from assets.resources import LoopResource, PolicyRegistry, StorageResource
 from assets.runs import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
-from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, decide, unclean_batch_states
+from orchrm_dagster.loop import LEARNING, ROUNDS, BatchState, Decision, decide, describe, unclean_batch_states
 
 BATCH_INGESTED_CHECK = "batch_ingested"
 
 
-def _requests(decision: Decision, kinds, root, cursor: str | None = None, asset_events=()) -> dg.SensorResult:
+def _requests(context, decision: Decision, kinds, root, cursor: str | None = None,
+              asset_events=()) -> dg.SensorResult:
+    """The runs of this sensor's steps; the decision, whole, is the tick's reason: its skip reason when it asks for
+    nothing (the UI shows it on the tick), its log line when it does (the tick's logs)."""
     steps = prepare_steps(root, [step for step in decision.steps if step.kind in kinds])  # new batches recorded
     runs = [step_run(step) for step in steps]
+    if steps:
+        context.log.info(describe(decision))
     return dg.SensorResult(
         run_requests=[run.run_request(step.run_key) for step, run in zip(steps, runs)],
         dynamic_partitions_requests=partition_requests(runs),
@@ -46,7 +51,8 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
         state = loop_state(context.instance, root)
         reported = json.loads(context.cursor) if context.cursor else {}
         events, now = _batch_check_events(unclean_batch_states(state, reported), reported)
-        return _requests(decide(state, loop.to_engine()), LEARNING, root, json.dumps(now, sort_keys=True), events)
+        return _requests(context, decide(state, loop.to_engine()), LEARNING, root, json.dumps(now, sort_keys=True),
+                         events)
 
     @dg.sensor(jobs=ROUND_JOBS, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.STOPPED)
     def grpo_loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
@@ -55,10 +61,7 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
         retrained if due and every run scored, the next round starts; it stops at `rounds` rounds or `token_budget`
         tokens (resource `loop`)."""
         root = storage.storage_root()
-        decision = decide(loop_state(context.instance, root), loop.to_engine())
-        if decision.stopped:
-            return dg.SkipReason(decision.stopped)
-        return _requests(decision, ROUNDS, root)
+        return _requests(context, decide(loop_state(context.instance, root), loop.to_engine()), ROUNDS, root)
 
     return [loop_sensor, grpo_loop_sensor]
 

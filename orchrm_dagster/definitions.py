@@ -15,6 +15,7 @@ from assets.checks import (
 )
 from assets.deployment import executor
 from assets.evaluation import evaluation, plan_scores
+from assets.freshness import with_freshness
 from assets.ingestion import run_batch_ingestion
 from assets.grpo import grpo_round, no_reward_hacking
 from assets.jobs import LOOP_JOBS, ROUND_JOBS, evaluation_job
@@ -38,9 +39,10 @@ def build_definitions(storage: StorageResource | None = None, llm: LLMBackendRes
                       policy_registry: PolicyRegistry | None = None, loop: LoopResource | None = None,
                       sensor_interval_s: int = LOOP_SENSOR_INTERVAL_S,
                       training: TrainingProcessResource | None = None) -> dg.Definitions:
+    loop = loop or LoopResource()
     return dg.Definitions(
-        assets=[problems, run_batch_ingestion, labels, orchestration_samples, execution_artifacts, pairs,
-                reward_model, rm_scores, plan_scores, evaluation, grpo_round],
+        assets=with_freshness([problems, run_batch_ingestion, labels, orchestration_samples, execution_artifacts,
+                               pairs, reward_model, rm_scores, plan_scores, evaluation, grpo_round], loop.to_engine()),
         asset_checks=[run_ids_unique, batch_ingested, every_referenced_run_labeled, quarantine_rate, pairs_unique,
                       pairs_split_by_problem, pairs_mix_ratio, champion_beats_chance, evaluation_held_out,
                       no_reward_hacking],
@@ -52,7 +54,7 @@ def build_definitions(storage: StorageResource | None = None, llm: LLMBackendRes
             "storage": storage or default_storage_resource(),
             "llm": llm or LLMBackendResource(),
             "policy_registry": policy_registry or embedded_policies(),
-            "loop": loop or LoopResource(),
+            "loop": loop,
             "training": training or default_training_process(),
         },
     )

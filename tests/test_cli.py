@@ -140,3 +140,50 @@ def test_the_main_job_refuses_an_unknown_policy_before_any_work(isolated_env):
 def test_judge_ns_outside_the_evaluated_ns_is_a_usage_error(isolated_env):
     result = CliRunner().invoke(main, ["evaluate", "--n", "1,8", "--judge-n", "4"])
     assert result.exit_code == 2 and "judge.ns [4] must be among ns [1, 8]" in result.output
+
+
+def test_a_failed_champion_check_prints_its_refusal_whole_and_each_domain_its_own_pairs(isolated_env, monkeypatch):
+    from assets.training_process import TrainingProcessResource
+    from orchrm_dagster.storage import StorageRoot
+    from tests.loop_roots import write_reward_model
+
+    # a math-only batch made v1: 18 of 18 validation pairs right, all math, under min_validation_pairs (20)
+    write_reward_model(StorageRoot(str(isolated_env / "storage")), 1, right=18, validation_pairs={"math": 18})
+    monkeypatch.setattr(TrainingProcessResource, "run", lambda self, context, job, request, gpus=1:
+                        {"outcomes": [], "pid": 0})  # the training ran: v1 is what it left
+    result = invoke("materialize", "reward_model")
+    assert result.exit_code == 1
+    (line,) = [line for line in result.output.splitlines() if "FAILED" in line]
+    assert "blocking asset check failed" in line and "champion_beats_chance failed: " in line
+    assert ("math: no champion reward model for the math domain: v1 had 18 validation pairs there (accuracy 1.000, "
+            "p = 3.8e-06 against chance), fewer than min_validation_pairs (20): land more runs or lower "
+            "min_validation_pairs") in line
+    for domain in ("choice", "qa"):  # no pairs of their own: they say so, not math's 18
+        assert (f"{domain}: no champion reward model for the {domain} domain: v1 had no validation pairs of its own "
+                f"there, only 18 of other domains (accuracy 1.000") in line
+
+
+def test_library_warnings_stay_out_of_the_step_lines_unless_verbose(isolated_env, monkeypatch, recwarn):
+    import warnings
+
+    import orchrm_dagster.app.commands as commands
+
+    materialize = commands.materialize_selection
+
+    def warning_then_materialize(*args, **kwargs):  # as Dagster Pipes warns inside a training step
+        warnings.warn("PipesMessageReader.expected_writer_count is currently in preview", dg.PreviewWarning)
+        return materialize(*args, **kwargs)
+
+    monkeypatch.setattr(commands, "materialize_selection", warning_then_materialize)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    quiet = invoke("materialize", "problems")
+    assert quiet.exit_code == 0, quiet.output
+    shown = lambda: [str(w.message) for w in recwarn.list if "expected_writer_count" in str(w.message)]  # noqa: E731
+    assert "expected_writer_count" not in quiet.output and not shown()
+    assert re.search(r"^\d\d:\d\d:\d\d  finished  materializing key:\"problems\"", quiet.output, re.M)
+    assert re.search(r"\n\d+ library warning\(s\) hidden \(orchrm --verbose \.\.\. shows them\)\n$", quiet.output)
+    assert os.environ["PYTHONWARNINGS"] == "ignore"  # the step subprocesses' too
+    monkeypatch.delenv("PYTHONWARNINGS")
+    verbose = invoke("--verbose", "materialize", "problems")
+    assert verbose.exit_code == 0 and "hidden" not in verbose.output and "PYTHONWARNINGS" not in os.environ
+    assert shown() == ["PipesMessageReader.expected_writer_count is currently in preview"]  # as Python shows it

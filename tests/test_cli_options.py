@@ -15,7 +15,7 @@ from orchrm_dagster.evaluation import EvaluationSettings
 # flags that set no config field: what a command does, not how the engine is configured
 COMMAND_ONLY = {("ingest", "files"), ("reingest", "batches"), ("materialize", "selection"),
                 ("materialize", "partition_key"), ("materialize", "config_file"), ("query", "statement"),
-                ("query", "fmt"), ("export-pairs", "path"), ("export-pairs", "fmt"), ("export-pairs", "sources"),
+                ("query", "fmt"), ("status", "fmt"), ("export-pairs", "path"), ("export-pairs", "fmt"), ("export-pairs", "sources"),
                 ("export-pairs", "splits"), ("orchestrate", "benchmark"), ("orchestrate", "policy_names"),
                 ("orchestrate", "ingest"), ("loop", "rounds"), ("ui", "port")}
 

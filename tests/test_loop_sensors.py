@@ -30,7 +30,7 @@ def storage(tmp_path) -> StorageResource:
 def sensor_requests(sensor, resources) -> list[tuple]:
     with dg.instance_for_test() as instance:
         result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    return [] if isinstance(result, dg.SkipReason) else [_request(r) for r in result.run_requests]
+    return [_request(r) for r in result.run_requests]
 
 
 def _request(request: dg.RunRequest) -> tuple:
@@ -94,7 +94,7 @@ def test_the_grpo_sensor_says_why_the_loop_stopped(tmp_path):
         (folder.parent / "champion.json").write_text(json.dumps({"version": 1}))
         result = grpo_loop_sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": resource, "loop": LoopResource(rounds=2)}))
-    assert isinstance(result, dg.SkipReason) and result.skip_message == "the loop has run its 2 rounds"
+    assert result.skip_reason.skip_message == "stopped: the loop has run its 2 rounds"
 
 
 def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
@@ -122,3 +122,19 @@ def test_a_rollout_of_two_policies_asks_for_each_new_partition_once(tmp_path, mo
             "storage": storage(tmp_path), "loop": LoopResource(rounds=3)}))
     requested = {r.partitions_def_name: list(r.partition_keys) for r in result.dynamic_partitions_requests}
     assert requested == {"benchmarks": ["gsm8k"], "policies": ["grpo-r0001", "smollm2-base"]}
+
+
+BLOCKED = dataclasses.replace(ROLLING_OUT, champion=None, rounds=(), no_champion={
+    "math": "no champion reward model for the math domain: v1 had 18 validation pairs there (accuracy 1.000, "
+            "p = 3.8e-06 against chance), fewer than min_validation_pairs (20): land more runs or lower "
+            "min_validation_pairs"})
+
+
+@pytest.mark.parametrize("sensor", [loop_sensor, grpo_loop_sensor], ids=["learning", "rounds"])
+def test_a_tick_that_asks_for_nothing_gives_the_loop_s_decision_as_its_reason(tmp_path, monkeypatch, sensor):
+    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(BLOCKED, runs=runs))
+    with dg.instance_for_test() as instance:
+        result = sensor(dg.build_sensor_context(instance=instance, resources={
+            "storage": storage(tmp_path), "loop": LoopResource()}))
+    assert not result.run_requests
+    assert result.skip_reason.skip_message == f"blocked: {BLOCKED.no_champion['math']}"

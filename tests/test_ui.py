@@ -132,3 +132,55 @@ def _finished_runs(instance, timeout_s: float):
             return runs
         time.sleep(2)
     raise AssertionError(f"no run finished within {timeout_s} s: {[(r.run_id, r.status) for r in instance.get_runs()]}")
+
+
+@pytest.fixture()
+def blocked_root(isolated_env):
+    """Built before the UI starts: the example batch ingested, its pairs built, reward model v1 trained on 18 math
+    validation pairs (too few: no champion), so the loop is blocked; and rm_scores last materialized longer ago
+    than the loop's scores_within_s, so it fails its freshness policy."""
+    from click.testing import CliRunner
+
+    import dagster as dg
+    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+    from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+    from orchrm_dagster.app.cli import main
+    from orchrm_dagster.app.instance import cli_instance
+    from orchrm_dagster.loop import LoopSettings
+    from orchrm_dagster.storage import StorageRoot
+    from orchrm_dagster.synthetic import EXAMPLE_BATCH
+    from tests.loop_roots import write_reward_model
+
+    for args in (["ingest", str(EXAMPLE_BATCH)], ["materialize", "pairs"]):
+        assert CliRunner().invoke(main, args).exit_code == 0
+    settings = LoopSettings()
+    write_reward_model(StorageRoot(str(isolated_env / "storage")), 1, right=18, validation_pairs={"math": 18},
+                       config=settings.reward_model_config())
+    scored = DagsterEvent(event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value, job_name=RUNLESS_JOB_NAME,
+                          event_specific_data=StepMaterializationData(dg.AssetMaterialization("rm_scores")))
+    cli_instance().report_dagster_event(scored, run_id=RUNLESS_RUN_ID,
+                                        timestamp=time.time() - settings.scores_within_s - 3600)
+    return "blocked: no champion reward model for the math domain: v1 had 18 validation pairs there"
+
+
+def test_the_loop_sensor_s_tick_says_why_and_late_scores_fail_their_freshness(blocked_root, dagster_ui, page,
+                                                                              tmp_path):
+    page.goto(f"{dagster_ui}/locations/orchrm/sensors/loop_sensor", wait_until="domcontentloaded")
+    no_welcome_dialog(page, "Latest tick")
+    skipped = page.get_by_text("0 runs requested", exact=True)  # the latest tick, skipped
+    deadline = time.monotonic() + 300  # the daemon's first tick, once it has loaded the code location
+    while not skipped.count() and time.monotonic() < deadline:
+        page.wait_for_timeout(5000)
+        page.reload(wait_until="domcontentloaded")
+    skipped.first.hover(timeout=60_000)  # its reason: the loop's decision, whole
+    expect(page.get_by_text(re.compile(re.escape(blocked_root))).first).to_be_visible(timeout=60_000)
+    page.screenshot(path=str(tmp_path / "loop_sensor_tick.png"))
+
+    page.goto(f"{dagster_ui}/assets/rm_scores", wait_until="domcontentloaded")
+    no_welcome_dialog(page, "rm_scores")
+    # the policy from the loop's scores_within_s (6 h), failed by the daemon: scored 7 hours ago
+    expect(page.get_by_text("Fails if more than 6 hours since last materialization").first).to_be_visible(
+        timeout=120_000)
+    freshness = page.get_by_text("Freshness policy", exact=True).first.locator("xpath=..")
+    expect(freshness.get_by_text("Failed", exact=True)).to_be_visible(timeout=180_000)
+    page.screenshot(path=str(tmp_path / "rm_scores_freshness.png"))

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from assets.loop import describe, loop_state, prepare_steps, step_run
+from assets.loop import loop_state, prepare_steps, step_run
 from assets.runs import process_tags, quiet
 from orchrm_dagster.app.instance import cli_instance
-from orchrm_dagster.loop import Decision, LoopSettings, Step, decide
+from orchrm_dagster.loop import Decision, LoopSettings, Step, decide, describe
 
 
 class LoopFailed(RuntimeError):

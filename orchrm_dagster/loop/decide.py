@@ -60,6 +60,16 @@ class Decision:
     stopped: str | None = None  # the rounds are done, and why
 
 
+def describe(decision: Decision) -> str:
+    """What the loop is doing or waiting for, in one line (a sensor tick's reason, `orchrm status`, a log line)."""
+    parts = [f"asked: {', '.join(f'{s.key} ({s.why})' for s in decision.steps)}"] if decision.steps else []
+    parts += [f"waiting: {', '.join(decision.waiting)}"] if decision.waiting else []
+    parts += [f"blocked: {decision.blocked}"] if decision.blocked else []
+    parts += [f"gave up: {'; '.join(f'{key}: {cause}' for key, cause in decision.failed)}"] if decision.failed else []
+    parts += [f"stopped: {decision.stopped}"] if decision.stopped else []
+    return " | ".join(parts) or "nothing to do"
+
+
 @dataclass
 class _Draft:
     state: LoopState

@@ -32,6 +32,14 @@ class LoopSettings:
                                         description="Each retraining of the reward model")
     max_attempts: int = Field(default=2, description="Runs of one step before the loop gives up on it and shows "
                                                      "its cause (a batch then stays failed until it lands again)")
+    scores_within_s: float = Field(
+        default=6 * 3600.0, ge=60, description="A batch waits at most this long for the champion's scores (from its "
+                                              "runs' ingest, or a new champion): past it the UI marks rm_scores "
+                                              "failing its freshness policy and `orchrm status` names the batch")
+    champion_within_s: float = Field(
+        default=7 * 86400.0, ge=60, description="A reward model trains at least this often while the loop runs: past "
+                                                "it the UI marks reward_model failing its freshness policy and "
+                                                "`orchrm status` says how old the champion is")
     batching: BatchingSettings = Field(default_factory=BatchingSettings,
                                        description="How landed files are cut into run batches (one ingest run and "
                                                    "one run_batches partition each)")

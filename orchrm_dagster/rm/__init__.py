@@ -47,6 +47,7 @@ _EXPORTS = {
     "newest_champion": "champions",
     "synced_checkpoints_dir": "checkpoints",
     "trained_on": "versions",
+    "trained_at": "versions",
     "read_champions": "champions",
     "score_runs": "run_scores",
     "train_new_version": "challenger",

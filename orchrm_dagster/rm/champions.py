@@ -71,6 +71,7 @@ class DomainVerdict:
     becomes_champion: bool
     p_value: float | None = None  # of its accuracy against chance (one-sided binomial test); None: no pairs
     refusal: str | None = None  # why it did not become champion (the floor, or the champion did better)
+    own_pairs: bool = True  # False: the domain had no validation pairs of its own, `pairs` are other domains'
 
 
 @dataclass(frozen=True)
@@ -99,17 +100,18 @@ def gate(wins: np.ndarray, champion_wins: Mapping[int, np.ndarray], pair_domains
     for domain in sorted(stands_for):
         champion = champions.get(domain)
         pairs = own[domain] if domain in own else np.ones(len(labels), bool)
+        borrowed = domain not in own and bool(own)  # other domains' pairs (with none known, every pair is all)
         count = int(pairs.sum())
         accuracy = float(wins[pairs].mean()) if count else None
         p_value = floor.p_value(int(wins[pairs].sum()), count)
         champion_accuracy = (float(champion_wins[champion][pairs].mean())
                              if champion is not None and accuracy is not None else None)
-        refusal = floor.refusal(version, accuracy, count, p_value)
+        refusal = floor.refusal(version, accuracy, count, p_value, own=not borrowed)
         if refusal is None and champion is not None and not is_new_champion(accuracy, champion_accuracy, margin):
             refusal = (f"v{version}'s validation accuracy {accuracy:.3f} trails champion v{champion}'s "
                        f"{champion_accuracy:.3f} on the same {count} pairs by more than the margin ({margin})")
         verdicts[domain] = DomainVerdict(domain, count, accuracy, champion, champion_accuracy, refusal is None,
-                                         p_value, refusal)
+                                         p_value, refusal, own_pairs=not borrowed)
     sole = {champions.get(d) for d in stands_for}
     sole_champion = sole.pop() if len(sole) == 1 else None
     return Gate(verdicts, {d: float(wins[mask].mean()) for d, mask in own.items()},

@@ -89,10 +89,23 @@ class Standing:
     p_value: float | None = None  # of its accuracy against chance
     falls_short: str | None = None  # why it (crowned before the floor, say) does not clear the floor it trained with
     no_champion: str | None = None  # why the domain has none
+    own_pairs: bool = True  # False: the domain had no validation pairs of its own, `pairs` are other domains'
 
     @property
     def beats_chance(self) -> bool:
         return self.champion is not None and self.falls_short is None
+
+    @property
+    def pairs_shown(self) -> str | None:
+        """Its validation pairs as shown, saying when they were other domains' (its own had none)."""
+        if not self.pairs:
+            return None
+        return str(self.pairs) if self.own_pairs else f"{self.pairs} (other domains')"
+
+    @property
+    def problem(self) -> str | None:
+        """Why the domain has no champion that beats chance (None: it has one)."""
+        return self.falls_short or self.no_champion
 
 
 def champion_standings(root: StorageRoot) -> list[Standing]:
@@ -119,9 +132,18 @@ def champion_standings(root: StorageRoot) -> list[Standing]:
         p_value = verdict.get("p_value")
         if p_value is None:
             p_value = floor.p_value(round((accuracy or 0.0) * pairs), pairs)
+        own = verdict.get("own_pairs", True)
         standings.append(Standing(domain, version, accuracy, pairs, p_value,
-                                  floor.refusal(version, accuracy, pairs, p_value)))
+                                  floor.refusal(version, accuracy, pairs, p_value, own=own), own_pairs=own))
     return standings
+
+
+def trained_at(root: StorageRoot, version: int) -> float | None:
+    """When reward-model `version` finished training (seconds since the epoch; None: not a finished version)."""
+    from datetime import datetime
+
+    manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), None)
+    return datetime.fromisoformat(manifest["created_at"]).timestamp() if manifest else None
 
 
 def champion_refusals(root: StorageRoot, domains: Collection[str] | None = None,

@@ -184,6 +184,11 @@ class StorageRoot:
         begin with their creation time, so a later write sorts after an earlier one."""
         return self._current_generation(self.batch_dir(table, batch_id)) or ""
 
+    def batch_written_at(self, table: str, batch_id: str) -> float | None:
+        """When the batch's current generation was written (seconds since the epoch; None: no generation)."""
+        generation = self.batch_generation(table, batch_id)
+        return int(generation[1:21]) / 1e9 if generation.startswith("g") else None
+
     def _current_generation(self, folder: str) -> str | None:
         try:
             return self.fs.cat_file(f"{folder}/{CURRENT}").decode().strip()

@@ -36,6 +36,7 @@ def test_a_version_better_on_qa_but_worse_on_math_becomes_qa_champion_only():
     assert (math.pairs, math.accuracy, math.champion_accuracy) == (2, 0.5, 1.0)
     assert (qa.pairs, qa.accuracy, qa.champion_accuracy) == (2, 1.0, 0.0)
     assert (choice.pairs, choice.accuracy, choice.champion_accuracy) == (4, 0.75, 0.5)  # no pairs of its own: all
+    assert not choice.own_pairs and math.own_pairs and qa.own_pairs
     assert judged.accuracy_by_domain == {"math": 0.5, "qa": 1.0}
     assert judged.champion_accuracy == 0.5  # one champion of every domain: its accuracy on every pair
     assert crowned(dict.fromkeys(DOMAINS, 1), judged.verdicts, 2) == {"choice": 2, "math": 1, "qa": 2}
@@ -67,17 +68,32 @@ def test_a_domain_without_a_champion_takes_the_new_version_only_when_it_beats_ch
         tail = sum(math.comb(200, k) for k in range(correct, 201)) / 2 ** 200  # P(X >= correct | chance)
         assert not refused.becomes_champion and refused.p_value == pytest.approx(tail, rel=1e-9)
         assert refused.refusal == (f"v1's validation accuracy {correct / 200:.3f} on 200 pairs does not beat chance "
-                                   f"(one-sided binomial test against 0.5: p = {refused.p_value:.3g} > 0.05)")
+                                   f"(one-sided binomial test against 0.5: p = {refused.p_value:.3g} > 0.05): more "
+                                   f"runs (pairs to learn from and to judge on) or a stronger model would")
 
 
 def test_too_few_validation_pairs_or_none_crown_no_one():
     few = gate(np.ones(19, bool), {}, ["qa"] * 19, ("qa",), {}, margin=0.0, floor=FLOOR, version=4).verdicts["qa"]
     assert not few.becomes_champion and few.p_value < 0.05
-    assert few.refusal == "v4 had 19 validation pairs there (accuracy 1.000), fewer than min_validation_pairs (20)"
+    assert few.refusal == ("v4 had 19 validation pairs there (accuracy 1.000, p = 1.9e-06 against chance), fewer "
+                           "than min_validation_pairs (20): land more runs or lower min_validation_pairs")
     unvalidated = gate(np.zeros(0, bool), {}, [], DOMAINS, {}, margin=0.0, floor=NO_TEST, version=1)
     assert not any(v.becomes_champion for v in unvalidated.verdicts.values())
     assert {v.refusal for v in unvalidated.verdicts.values()} == {"v1 had no validation pairs there: nothing shows "
-                                                                   "it learned"}
+                                                                   "it learned; land runs of its problems"}
+
+
+def test_a_domain_without_validation_pairs_of_its_own_says_so_instead_of_borrowing_another_s_count():
+    judged = gate(np.ones(18, bool), {}, ["math"] * 18, DOMAINS, {}, margin=0.0, floor=FLOOR, version=1).verdicts
+    assert judged["math"].refusal.startswith("v1 had 18 validation pairs there (accuracy 1.000")
+    for domain in ("choice", "qa"):
+        assert not judged[domain].own_pairs and not judged[domain].becomes_champion
+        assert judged[domain].refusal == ("v1 had no validation pairs of its own there, only 18 of other domains "
+                                          "(accuracy 1.000, p = 3.8e-06 against chance), fewer than "
+                                          "min_validation_pairs (20): land runs of its problems or lower "
+                                          "min_validation_pairs")
+    unknown = gate(np.ones(18, bool), {}, [None] * 18, ("qa",), {}, margin=0.0, floor=FLOOR, version=1).verdicts
+    assert unknown["qa"].own_pairs  # no pair's domain known: every pair is all there is, nobody else's
 
 
 def test_a_challenger_that_clears_the_floor_still_has_to_match_the_champion():

@@ -1,9 +1,11 @@
 """`orchrm`: what people do without the UI. It runs the same Definitions in-process, on the same Dagster instance as
 `dagster dev`, so every run it makes shows up in the UI's history.
 
-One module per command, each imported only when it runs (or when help lists it): `query` and `status` read the
-warehouse and the storage root without Dagster, torch or transformers (tests/structure/test_cli_imports.py), so they
-answer in well under a second. Flags that set a config field are generated from it (`options.config_options`).
+One module per command, each imported only when it runs (or when help lists it): `query`, and `status` on a root
+where nothing landed, read the warehouse and the storage root without Dagster, torch or transformers
+(tests/structure/test_cli_imports.py), so they answer in well under a second; `status` on a root with batches asks the
+loop what it would do, which reads the Dagster instance's runs (and imports the loop engine, whose package roots
+import torch today). Flags that set a config field are generated from it (`options.config_options`).
 A user's mistake (an unknown config key, a bad value, an unknown name, a step that failed) prints its message alone;
 `--verbose` shows the traceback too."""
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 
 import click
 
@@ -59,6 +62,8 @@ class _Commands(click.Group):
             formatter.write_dl([(name, line) for name, (_, line) in COMMANDS.items()])
 
     def invoke(self, ctx):
+        if not ctx.params.get("verbose"):  # before the command's module is imported: its imports warn too
+            _hold_warnings(ctx)
         try:
             return super().invoke(ctx)
         except Exception as error:
@@ -85,3 +90,19 @@ def main(storage_url: str | None, verbose: bool) -> None:
     if not verbose:
         for name, value in QUIET_MODEL_LOADS.items():
             os.environ.setdefault(name, value)
+
+
+def _hold_warnings(ctx: click.Context) -> None:
+    """Libraries' warnings (Dagster's preview notices, say) would print amid the steps' lines: they are held and
+    counted in one line at the end, and the step subprocesses' are ignored (a PYTHONWARNINGS a user set is kept);
+    --verbose shows them where they happen."""
+    held, shown = [], warnings.showwarning
+    warnings.showwarning = lambda message, category, *args, **kwargs: held.append(f"{category.__name__}: {message}")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+
+    def count() -> None:
+        warnings.showwarning = shown
+        if held:
+            click.echo(f"{len(held)} library warning(s) hidden (orchrm --verbose ... shows them)", err=True)
+
+    ctx.call_on_close(count)

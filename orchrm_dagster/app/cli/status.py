@@ -1,21 +1,29 @@
+import json
+
 import click
 
 from orchrm_dagster.app.cli.common import console, print_rows, storage
 
 
 @click.command(name="status")
-def command() -> None:
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json: the same, one object for scripts.")
+def command(fmt: str) -> None:
     """Batches, their files, runs, quarantined lines and labels, per batch and in total; each batch's ingest state (a
     failed one with the cause of its latest run, a file its ingest could not read with why, until it is
     re-ingested); the landed files no batch holds yet; and the files whose lines were quarantined, each with its
-    first bad line."""
+    first bad line. Then the loop, as the daemon's sensors see it now: what it would do next, what it waits for,
+    why it is blocked, the steps it gave up on (cause and attempts); each domain's champion reward model, or why
+    there is none and what would change that; the last rounds; the tokens spent against the budget; and what waited
+    longer than the freshness windows the UI marks."""
     import sql
 
     settings = storage()
     warehouse = settings.warehouse()
-    states, pending = _batch_states(settings.storage_root())
+    states, pending, report = _loop(settings.storage_root())
     if not warehouse.exists() and not states and not pending:
-        raise click.ClickException(f"nothing landed or ingested yet under {settings.storage_root().url}")
+        raise click.ClickException(f"nothing landed or ingested yet under {settings.storage_root().url}: the loop "
+                                   f"waits for files in its landing zone (orchrm ingest FILE lands one)")
     rows = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
     counts = ["runs", "quarantined", "labeled", "correct"]
     by_batch = {batch: dict.fromkeys(counts, 0) for batch in states} | {r["batch_id"]: r for r in rows}
@@ -25,11 +33,16 @@ def command() -> None:
         table.append([batch, files, *(by_batch[batch][c] for c in counts), state, cause])
     if pending:
         table.append(["(no batch yet)", pending, 0, 0, 0, 0, "landed", "the loop cuts them into a batch"])
+    if fmt == "json":
+        batches = [dict(zip(["batch_id", "files", *counts, "state", "cause"], row)) for row in table]
+        click.echo(json.dumps({"root": settings.storage_root().url, "batches": batches,
+                               "loop": report.to_json() if report else None}, default=str, indent=2))
+        return
     totals = ["total", sum(row[1] or 0 for row in table)] + [sum(row[c] for row in by_batch.values())
                                                              for c in counts] + ["", ""]
     print_rows(["batch_id", "files", *counts, "state", "cause"], table + [totals],
-                caption=f"Batches under {settings.storage_root().url}: landed files, runs ingested, lines "
-                        f"quarantined, runs labeled and labeled correct; state: the batch's ingest")
+               caption=f"Batches under {settings.storage_root().url}: landed files, runs ingested, lines "
+                       f"quarantined, runs labeled and labeled correct; state: the batch's ingest")
     failed = [state for _, state, _ in states.values() if "failed" in state]
     if failed:
         console.print(f"[red]{len(failed)} batch(es) failed to ingest, or have files that could not be read; "
@@ -38,7 +51,46 @@ def command() -> None:
     if warehouse.exists():
         _print_quarantined_files(warehouse)
         _print_environments(warehouse)
+    if report is None:
+        console.print("the loop: nothing landed yet, nothing to do: it waits for files in its landing zone",
+                      soft_wrap=True)
+        return
+    _print_loop(report)
+    if warehouse.exists():
         _print_round_verdicts(warehouse)
+
+
+def _print_loop(report) -> None:
+    """The loop's decision now, the champions, the last rounds, the budget and what is late."""
+    decision = report.decision
+    console.print(f"[bold]the loop now[/bold] (as the daemon's sensors decide): {report.summary}", soft_wrap=True)
+    for step in decision.steps:
+        console.print(f"  next: {step.key}: {step.why}" + (f" (attempt {step.attempt + 1})" if step.attempt else ""),
+                      soft_wrap=True, markup=False)
+    for waiting in decision.waiting:
+        console.print(f"  waits for: {waiting}", soft_wrap=True, markup=False)
+    if decision.blocked:
+        console.print(f"[red]  blocked: {decision.blocked}[/red]", soft_wrap=True)
+    for key, attempts, cause in report.failed:
+        console.print(f"[red]  gave up on {key} after {attempts} failed run(s): {cause}[/red]", soft_wrap=True)
+    if decision.stopped:
+        console.print(f"  stopped: {decision.stopped}", soft_wrap=True, markup=False)
+    console.print(report.budget_line(), soft_wrap=True)
+    print_rows(["domain", "champion", "val accuracy", "validation pairs", "p (vs chance)",
+                "why none, or why it falls short, and what would change that"],
+               [[s.domain, f"v{s.champion}" if s.champion is not None else "none", s.accuracy, s.pairs_shown,
+                 f"{s.p_value:.2g}" if s.p_value is not None else None, s.problem] for s in report.champions],
+               caption="Reward-model champions by domain: the version that scores each domain's plans, its accuracy "
+                       "on that domain's validation pairs and a one-sided binomial test against chance")
+    if report.rounds:
+        from orchrm_dagster.grpo import rounds_table
+
+        headers, table = rounds_table(list(report.rounds))
+        print_rows(headers, [list(row) for row in table],
+                   caption=f"The last {len(report.rounds)} GRPO round(s): held-out reward and accuracy before and "
+                           f"after with their intervals, the verdict, the reward-hacking flag, the environment, tokens")
+    for late in report.late:
+        console.print(f"[yellow]late: {late.line()}[/yellow]", soft_wrap=True)
 
 
 def _print_quarantined_files(warehouse) -> None:
@@ -81,20 +133,22 @@ def _print_round_verdicts(warehouse) -> None:
                           soft_wrap=True)
 
 
-def _batch_states(root) -> tuple[dict[str, tuple[int, str, str]], int]:
+def _loop(root):
     """(batch id -> (landed files, state, cause) of each batch (`orchrm_dagster.loop.batch_states`), landed files no
-    batch holds yet). Only a batch not ingested needs the loop and the Dagster instance (a run in flight, or why its
-    runs failed); when every batch is ingested, neither is imported."""
-    from orchrm_dagster.storage import ingested_state, landing_view
+    batch holds yet, the loop's report (`orchrm_dagster.loop.loop_report`) as the daemon's loop resource decides).
+    With nothing landed the loop has nothing to do (its first step ingests what lands): neither the loop, the
+    Dagster instance nor the Definitions are imported, and the report is None."""
+    from orchrm_dagster.storage import landing_view
 
     landing = landing_view(root)
-    if all(view.ingested for view in landing.batches):
-        return {v.batch_id: (len(v.names), *ingested_state(len(v.names), v.failed_files))
-                for v in landing.batches}, len(landing.pending)
+    if not landing.batches and not landing.pending:
+        return {}, 0, None
     from assets.loop import loop_state
+    from orchrm_dagster.app.cli.common import definitions
     from orchrm_dagster.app.instance import cli_instance
-    from orchrm_dagster.loop import batch_states
+    from orchrm_dagster.loop import batch_states, loop_report
 
+    state = loop_state(cli_instance(), root)
     files = {v.batch_id: len(v.names) for v in landing.batches}
-    return ({s.batch_id: (files.get(s.batch_id, 0), s.state, s.cause)
-             for s in batch_states(loop_state(cli_instance(), root))}, len(landing.pending))
+    states = {s.batch_id: (files.get(s.batch_id, 0), s.state, s.cause) for s in batch_states(state)}
+    return states, len(landing.pending), loop_report(root, state, definitions().resources["loop"].to_engine())
