@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check:
         stale = is_stale()
-        print(f"{REFERENCE.name} is {'stale: run `' + COMMAND + '`' if stale else 'up to date'}")
+        print(f"docs/{REFERENCE.name} is {'stale: run `' + COMMAND + '`' if stale else 'up to date'}")
         return 1 if stale else 0
     REFERENCE.write_text(render())
     print(f"wrote {REFERENCE}")
