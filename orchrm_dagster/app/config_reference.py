@@ -30,7 +30,7 @@ from orchrm_dagster.registry import Registry
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 COMMAND = "python -m orchrm_dagster.app.config_reference"
-_ABOVE_ENGINE = ("app", "definitions")  # walked through the CLI's flags instead: importing them runs nothing
+_ABOVE_ENGINE = ("app", "definitions")  # not walked: the app's configs are found through the CLI's flags
 
 _HEADER = f"""# Configuration reference
 
