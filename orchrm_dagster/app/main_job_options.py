@@ -1,4 +1,4 @@
-"""What the main job makes, sized so that `make run` ends within 8 minutes on 2 CPU cores (README, Benchmarks). Apart
+"""What the main job makes, sized so that `make run` ends within 8 minutes on 2 CPU cores (docs/benchmarks.md). Apart
 from `main_job` so that the CLI reads its defaults (its flags are generated from these fields) without importing
 Dagster."""
 
