@@ -9,6 +9,9 @@ tokens from the measured per-agent costs (orchrm_dagster/data/environments/subag
 - fooled: the same reward model (it learnt that verifying agents win), rounds in an environment whose truth ignores that
   cue (`debate_sink`: only a DebateAgent sink fed by two agents answers better, which plans of at most --max-agents 1
   agent never are): its reward, the measured accuracy, the gate's verdicts and where each round started from.
+- profile: one round (`run_round`, what the loop's round asset runs) at a small size, twice: as the round ran before
+  #38 (every weight trained, activation checkpointing on, 2 plans a pass, every plan forwarding its prompt,
+  transformers' own KV cache, held-out plans decoded 8 at a time) and as it runs now, each phase's seconds side by side.
 - bon: Best-of-N on held-out problems, N plans sampled per problem and executed in the simulated environment:
   single vs the champion's pick (orchrm_bon) vs majority vote vs the oracle, with tokens.
 
@@ -30,12 +33,13 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-PARTS = ("learns", "fooled", "bon")
+PARTS = ("profile", "learns", "fooled", "bon")
 
 
 def main() -> None:
@@ -69,6 +73,8 @@ def main() -> None:
         prepared = Path(args.work) if args.work else Path(scratch)
         tmp = Path(scratch)
         prepared = prepared_root(prepared / "prepared", args)
+        if "profile" in parts:
+            profile(prepared, tmp, args)
         if "learns" in parts:
             learns(prepared, tmp, args)
         if "fooled" in parts:
@@ -191,6 +197,59 @@ def learns(prepared: Path, tmp: Path, args) -> None:
         print("\n" + phases_markdown(rows))
         save_plot(rows, args, f"learns-{reward}")
     print("\n" + token_ratio(results))
+
+
+def profile(prepared: Path, tmp: Path, args) -> None:
+    import dataclasses
+    import json
+    import resource
+
+    from orchrm_dagster.definitions import build_definitions
+    from orchrm_dagster.grpo import Profile, run_round
+
+    size = dict(steps=2, train_problems=2, heldout_problems=2, heldout_samples=16)
+    now = dataclasses.replace(round_settings(args, "orchrm"), **size)
+    now = dataclasses.replace(now, execution=now.execution.in_environment("simulated"))
+    before = dataclasses.replace(now, lora=False, activation_checkpointing=True, micro_batch_size=2,
+                                 heldout_batch_size=8)
+    seconds = {}
+    for label, settings in (("before", before), ("now", now)):
+        use_root(copied(prepared, tmp / f"profile-{label}"))
+        defs = build_definitions()
+        root = defs.resources["storage"].storage_root()
+        with _as_before(label == "before"):
+            started = time.perf_counter()
+            outcome = run_round(root, 1, settings, defs.resources["policy_registry"].all_policies(),
+                                defs.resources["llm"].to_engine())
+        seconds[label] = json.loads(outcome.row["seconds_by_phase"])
+        rate = outcome.row["generation_tokens"] / max(outcome.generation_seconds, 1e-9)
+        print(f"\n{label}: one round of {settings.steps} steps x {settings.group_size} plans, "
+              f"{settings.heldout_problems * settings.heldout_samples} held-out plans a side, "
+              f"{time.perf_counter() - started:.0f} s; training generation {rate:.1f} tok/s; peak RSS so far "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB; load average "
+              f"{os.getloadavg()[0]:.1f}\n", flush=True)
+        print(Profile(seconds[label]).markdown(), flush=True)
+    names = sorted(set(seconds["before"]) | set(seconds["now"]), key=lambda n: -seconds["before"].get(n, 0.0))
+    print("\n| phase | before (s) | now (s) |\n|---|---|---|")
+    for name in names:
+        print(f"| {name} | {seconds['before'].get(name, 0.0):.1f} | {seconds['now'].get(name, 0.0):.1f} |")
+    print(f"| total | {sum(seconds['before'].values()):.1f} | {sum(seconds['now'].values()):.1f} |")
+
+
+@contextmanager
+def _as_before(active: bool):
+    """The decoding and log-probability speed-ups of #38 switched off (transformers' own KV cache, every plan
+    forwarding its prompt), for the profile's `before`."""
+    from orchrm_dagster.grpo import shared_prefix
+    from orchrm_dagster.llm import transformers_backend
+
+    saved = transformers_backend.decoding_cache, shared_prefix.can_share
+    if active:
+        transformers_backend.decoding_cache, shared_prefix.can_share = (lambda model: None), (lambda model: False)
+    try:
+        yield
+    finally:
+        transformers_backend.decoding_cache, shared_prefix.can_share = saved
 
 
 def fooled(prepared: Path, tmp: Path, args) -> None:
