@@ -45,16 +45,18 @@ PARTS = ("profile", "learns", "fooled", "bon")
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--parts", default="learns,fooled")
+    parser.add_argument("--rewards", default="orchrm,trajectory", help="learns: the loops' rewards, in turn")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fooled-rounds", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=4, help="GRPO steps (and training problems) per round")
+    parser.add_argument("--steps", type=int, default=6, help="GRPO steps (and training problems) per round")
+    parser.add_argument("--lr-scheduler", default="constant", choices=["linear", "constant"])
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--plan-tokens", type=int, default=200,
                         help="the plan budget (the grammar fits it: 1 agent needs at least 200, 2 agents 324)")
     parser.add_argument("--max-agents", type=int, default=1)
     parser.add_argument("--heldout-problems", type=int, default=8)
     parser.add_argument("--heldout-samples", type=int, default=16)
-    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--kl-beta", type=float, default=0.0)
     parser.add_argument("--figures", default=None, help="write the rounds' plots (PNG) here")
     parser.add_argument("--no-lora", action="store_true")
@@ -156,7 +158,7 @@ def round_settings(args, reward: str):
 
     return GRPOSettings(steps=args.steps, group_size=args.group_size, train_problems=args.steps,
                         max_completion_tokens=args.plan_tokens, max_agents=args.max_agents, lora=not args.no_lora,
-                        learning_rate=args.learning_rate, kl_beta=args.kl_beta,
+                        learning_rate=args.learning_rate, lr_scheduler=args.lr_scheduler, kl_beta=args.kl_beta,
                         heldout_problems=args.heldout_problems, heldout_samples=args.heldout_samples,
                         rewards=(reward,))
 
@@ -187,7 +189,7 @@ def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_suc
 
 def learns(prepared: Path, tmp: Path, args) -> None:
     results = {}
-    for reward in ("orchrm", "trajectory"):
+    for reward in [r for r in args.rewards.split(",") if r]:
         print(f"\nlearns: {args.rounds} rounds rewarded by {reward}", flush=True)
         results[reward] = run_loop(prepared, tmp / f"learns-{reward}", args, reward)
     print("\n## It learns (SIMULATED environment, truth plan_success_rate)\n")
@@ -350,7 +352,7 @@ def token_ratio(results: dict[str, list[dict]]) -> str:
              f"{accuracy_text(rows[-1], 'after') if rows else 'not measured'}" for reward, rows in results.items()]
     final = {reward: (rows[-1]["heldout_accuracy_low_after"], rows[-1]["heldout_accuracy_high_after"])
              if rows else (None, None) for reward, rows in results.items()}
-    if spent.get("orchrm"):
+    if spent.get("orchrm") and "trajectory" in spent:
         lines.append(f"- trajectory / orchrm reward-side tokens: {spent['trajectory'] / spent['orchrm']:.1f}x (the "
                      f"paper: 10-46x fewer tokens for the reward model at equal accuracy)")
     (low_a, high_a), (low_b, high_b) = final.get("orchrm", (None, None)), final.get("trajectory", (None, None))

@@ -188,20 +188,28 @@ def held_out_plan_rewards(samples: list, scorer, margin: float) -> list[float]:
 
 def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int, settings: GRPOSettings,
                             executor: Executor, held_out_problems: int) -> HeldOut | None:
-    """The held-out measure of the checkpoint a round starts from, taken after its own round, stands for this
-    round's before when the champion, the environment (a simulated one's truth and parameters included) and the
-    number of held-out plans are the same (and, with heldout_execute, when that measure has an accuracy). The
-    held-out problems and seeds come from the round config: a loop that changes them mid-way compares apart."""
+    """An earlier held-out measure of the policy a round starts from stands for this round's before: the checkpoint's
+    own, taken after its round, or one an earlier round took of the same policy before it trained (a loop whose
+    rounds are not promoted starts each from the same policy: it is measured once). Only when the champion, the
+    environment (a simulated one's truth and parameters included) and the number of held-out plans are the same (and,
+    with heldout_execute, when that measure has an accuracy). The held-out problems and seeds come from the round
+    config: a loop that changes them mid-way compares apart."""
     plans = held_out_problems * settings.heldout_samples
-    rows = [r for r in read_table(root, "grpo_rounds")
-            if r["policy_checkpoint"] == policy.name and r["rm_version"] == rm_version
-            and r["environment"] == executor.environment and r["truth"] == executor.truth
-            and r["heldout_plans_after"] == plans]
-    if not rows or (settings.heldout_execute and rows[0]["heldout_correct_after"] is None):
-        return None
-    row = rows[0]
-    accuracy = Accuracy(row["heldout_correct_after"], plans) if row["heldout_correct_after"] is not None else None
-    return HeldOut(Reward(row["heldout_reward_after"], row["heldout_reward_std_after"] or 0.0, plans), [], accuracy)
+    for side, named in (("after", "policy_checkpoint"), ("before", "start_policy")):
+        rows = [r for r in read_table(root, "grpo_rounds")
+                if r[named] == policy.name and r["rm_version"] == rm_version
+                and r["environment"] == executor.environment and r["truth"] == executor.truth
+                and r[f"heldout_plans_{side}"] == plans]
+        if rows and not (settings.heldout_execute and rows[0][f"heldout_correct_{side}"] is None):
+            return _held_out_of(rows[0], side, plans)
+    return None
+
+
+def _held_out_of(row: dict, side: str, plans: int) -> HeldOut:
+    correct = row[f"heldout_correct_{side}"]
+    accuracy = Accuracy(correct, plans) if correct is not None else None
+    return HeldOut(Reward(row[f"heldout_reward_{side}"], row[f"heldout_reward_std_{side}"] or 0.0, plans), [],
+                   accuracy)
 
 
 def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before: HeldOut, after: HeldOut,

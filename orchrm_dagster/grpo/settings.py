@@ -76,6 +76,9 @@ class GRPOSettings:
                                "group_size / processes of them)")
     steps: int = Field(default=2, ge=1, description="Optimizer steps per round (one problem's group per step)")
     learning_rate: float = Field(default=2e-5, description="AdamW learning rate")
+    lr_scheduler: Literal["linear", "constant"] = Field(
+        default="linear", description="How the learning rate moves over a round's steps: linear (decays to 0, TRL's "
+                                      "default) or constant (a short round keeps its whole rate)")
     kl_beta: float = Field(default=0.001, description="KL penalty towards the round's starting policy")
     clip_epsilon: float = Field(default=0.2, description="PPO-style ratio clipping")
     temperature: float = Field(default=1.0, description="Sampling temperature of plans while training")

@@ -94,6 +94,7 @@ def grpo_config(settings, output_dir: str, device: str):
         gradient_accumulation_steps=settings.group_size // (settings.micro_batch * settings.processes),
         num_generations=settings.group_size,
         max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
+        lr_scheduler_type=settings.lr_scheduler,
         beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
         max_steps=settings.steps, seed=settings.seed, use_cpu=device == "cpu",
         **memory_and_precision(settings, device),

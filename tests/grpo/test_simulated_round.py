@@ -64,3 +64,39 @@ def test_a_round_without_measured_accuracy_is_unverified_and_not_promoted(champi
     trusting = run_round(champion_root, 2, dataclasses.replace(blind, policy_gate="reward_only"),
                          registry(tiny_policy), TransformersSpec())
     assert trusting.row["verdict"] == PROMOTED and trusting.row["gate"] == "reward_only"
+
+
+def _without_timings(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in ("seconds", "seconds_by_phase")}
+
+
+def test_a_round_with_a_fixed_seed_records_the_same_row_twice(champion_root, tiny_policy, tmp_path):  # noqa: F811
+    import json
+    import shutil
+
+    from orchrm_dagster.storage.root import StorageRoot
+
+    twin = StorageRoot(str(shutil.copytree(champion_root.url, tmp_path / "twin")))
+    first = run_round(champion_root, 1, SIMULATED, registry(tiny_policy), TransformersSpec()).row
+    second = run_round(twin, 1, SIMULATED, registry(tiny_policy), TransformersSpec()).row
+    assert _without_timings(first) == _without_timings(second)
+    phases = json.loads(first["seconds_by_phase"])  # where the round's seconds went, adding up to its wall time
+    assert {"generation", "policy forward", "held-out sampling (policy load included)"} <= set(phases)
+    assert sum(phases.values()) == pytest.approx(first["seconds"], rel=0.01)
+
+
+def test_a_policy_measured_before_one_round_is_not_measured_again_before_the_next(champion_root, tiny_policy,  # noqa: F811
+                                                                                   monkeypatch):
+    from orchrm_dagster.grpo import round as round_module
+
+    sampled = []
+    sample_plans = round_module.sample_plans
+    monkeypatch.setattr(round_module, "sample_plans", lambda policy, *a, **k: sampled.append(policy.name) or
+                        sample_plans(policy, *a, **k))
+    unpromoted = dataclasses.replace(SIMULATED, policy_margin=-1e9)  # no round is promoted: each starts from "tiny"
+    first = run_round(champion_root, 1, unpromoted, registry(tiny_policy), TransformersSpec()).row
+    second = run_round(champion_root, 2, unpromoted, registry(tiny_policy), TransformersSpec()).row
+    assert not first["promoted"] and first["start_policy"] == second["start_policy"] == "tiny"
+    assert sampled == ["tiny", "grpo-r0001", "grpo-r0002"]  # "tiny" once: round 2's before is round 1's
+    for column in ("heldout_correct_before", "heldout_reward_before", "heldout_reward_std_before"):
+        assert second[column] == first[column]
