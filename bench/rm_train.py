@@ -148,7 +148,7 @@ def main() -> None:
         backbone = backbone_folder(args.backbone, out)
         config = RMTrainConfig(backbone=backbone, max_length=args.max_length, epochs=1.0, batch_size=args.batch_size,
                                learning_rate=5e-5, device=args.device, precision=args.precision,
-                               input_format=args.input_format, save_steps=10**6,
+                               input_format=args.input_format,
                                thinking_tokens=None if args.thinking_tokens == "all" else int(args.thinking_tokens))
         device = resolve_device(config.device)
         print(f"{backbone_label(backbone)} on {device}"
