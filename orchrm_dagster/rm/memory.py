@@ -4,7 +4,9 @@ the adapters and the score head), and the activations kept for the backward pass
 longest batch sets the peak, and the length-grouped sampler puts the longest inputs together).
 
 Held against peaks measured on an H200 (torch.cuda.max_memory_allocated, 2026-11-28, issue #39: Llama shapes of 135M
-and 1B parameters, 16 and 64 pairs of 1,024 tokens a side; `tests/rm/test_memory.py`) within 5%: an 8B model trained
+and 1B parameters, 16 and 64 pairs of 1,024 tokens a side) within 5%, and against CPU peaks of bench/rm_scale.py
+within 15% (`tests/rm/test_memory.py`); the shares of `layer_bytes` kept (KEPT_SHARE) were fitted to those
+figures, the widths it counts were not. An 8B model trained
 whole in fp32 needs 32 GB of weights + 32 GB of gradients + 64 GB of AdamW state before any activation, more than
 one 80 GB GPU; with LoRA on bf16 weights it needs the 16 GB of weights and the activations.
 """
@@ -25,14 +27,17 @@ MOMENTS = 2  # AdamW's, each in its parameter's dtype
 # Bytes a transformer layer keeps per token for the backward pass in 16-bit compute (SDPA / flash attention keep no
 # attention scores): its two norms' inputs, fp32 copies and outputs, q, k, v and RoPE's copies, the grouped keys
 # and values repeated to full width, attention's output and o_proj's input (~28 hidden + 6 kv widths of 2 bytes,
-# `layer_bytes`), and the MLP's gate, up, activation and product (4 intermediate widths). As measured: bf16
-# autocast on fp32 weights keeps 0.98-1.04 of it; on 16-bit weights 0.84-0.86 (no fp32 residual stream); LoRA on
-# 16-bit weights 0.71-0.75 (the frozen projections keep no inputs for their own weights' gradients); fp32
-# compute keeps every tensor in 4 bytes.
-KEPT_SHARE = {"autocast": 1.0, "16-bit": 0.85, "fp32": 2 * 0.85}
-LORA_KEPT_SHARE = 0.86  # of the same weights trained whole
+# `layer_bytes`), and the MLP's gate, up, activation and product (4 intermediate widths). As measured on an H200:
+# bf16 autocast on fp32 weights keeps 0.98-1.04 of it; on 16-bit weights 0.84-0.86 (no fp32 residual stream); LoRA
+# on 16-bit weights 0.71-0.75 (the frozen projections keep no inputs for their own weights' gradients). fp32
+# compute keeps every tensor in 4 bytes. On the CPU (peak RSS less the libraries, bench/rm_scale.py) 16-bit weights
+# keep 1.5 of it, fp32 2.3 (the allocator's cache included), and LoRA as much as the whole model.
+KEPT_SHARE = {"cuda": {"autocast": 1.0, "16-bit": 0.85, "fp32": 2 * 0.85},
+              "cpu": {"autocast": 1.0, "16-bit": 1.5, "fp32": 2.3}}
+LORA_KEPT_SHARE = {"cuda": 0.86, "cpu": 1.0}  # of the same weights trained whole
 CHECKPOINTED_WIDTHS = 1  # with activation checkpointing each layer keeps its input alone (the residual stream)
 ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value", "dense", "qkv_proj", "c_attn")
+CLASSIFIER_DROPS = ("lm_head.",)  # a causal LM's output head, which its sequence classifier replaces
 MLP_WIDTH = 3.5  # an MLP projection's in + out is hidden + intermediate ~ hidden x (1 + 2.5..3.5)
 
 
@@ -86,10 +91,11 @@ class MemoryEstimate:
 
 def memory_estimate(params: float | ModelShape, config: RMTrainConfig, hidden_size: int | None = None,
                     layers: int | None = None, device_gb: float | None = None,
-                    autocast_bf16: bool | None = None) -> MemoryEstimate:
+                    autocast_bf16: bool | None = None, device: str = "cuda") -> MemoryEstimate:
     """What training `config` on a backbone of `params` parameters (a ModelShape, or the count with hidden_size and
-    layers) needs, against `device_gb` of device memory (None: no verdict). autocast_bf16: whether the training runs
-    in bf16 autocast (`use_bf16` of its precision and device); None: when the precision says bf16."""
+    layers) needs on `device` (cuda | cpu), against `device_gb` of its memory (None: no verdict). autocast_bf16:
+    whether the training runs in bf16 autocast (`use_bf16` of its precision and device); None: when the precision
+    says bf16."""
     shape = params if isinstance(params, ModelShape) else ModelShape(float(params), hidden_size or 0, layers or 0)
     weight_bytes = BYTES[config.dtype]
     trainable = lora_parameters(shape, config) if config.lora else shape.params
@@ -98,17 +104,20 @@ def memory_estimate(params: float | ModelShape, config: RMTrainConfig, hidden_si
     return MemoryEstimate(weights_gb=(shape.params * weight_bytes + (trainable * ADAPTER_BYTES if config.lora else 0))
                           / GB, gradients_gb=trainable * state_bytes / GB,
                           optimizer_gb=trainable * MOMENTS * state_bytes / GB,
-                          activations_gb=activation_bytes(shape, config, autocast) / GB, trainable_params=trainable,
+                          activations_gb=activation_bytes(shape, config, autocast, device) / GB,
+                          trainable_params=trainable,
                           device_gb=device_gb)
 
 
-def activation_bytes(shape: ModelShape, config: RMTrainConfig, autocast_bf16: bool) -> float:
-    """What the forward pass of a step's longest batch keeps for the backward pass (`KEPT_SHARE`)."""
+def activation_bytes(shape: ModelShape, config: RMTrainConfig, autocast_bf16: bool, device: str = "cuda") -> float:
+    """What the forward pass of a step's longest batch keeps for the backward pass on `device` (`KEPT_SHARE`)."""
     if config.dtype != "fp32":
         kind = "16-bit"
     else:
         kind = "autocast" if autocast_bf16 else "fp32"
-    per_layer = shape.layer_bytes() * KEPT_SHARE[kind] * (LORA_KEPT_SHARE if config.lora else 1.0)
+    measured_on = "cpu" if device == "cpu" else "cuda"
+    per_layer = shape.layer_bytes() * KEPT_SHARE[measured_on][kind] * (LORA_KEPT_SHARE[measured_on] if config.lora
+                                                                        else 1.0)
     # a pair is two sequences; each data-parallel process holds the activations of its share of a step
     tokens = 2 * (config.batch_size // config.processes) * config.max_length
     if not config.gradient_checkpointing:
@@ -155,7 +164,7 @@ def _safetensors_parameters(folder: str) -> int:
             (length,) = struct.unpack("<Q", source.read(8))
             header = json.loads(source.read(length))
         for key, tensor in header.items():
-            if key != "__metadata__":
+            if key != "__metadata__" and not key.startswith(CLASSIFIER_DROPS):
                 count = 1
                 for size in tensor["shape"]:
                     count *= size

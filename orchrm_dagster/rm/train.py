@@ -156,7 +156,7 @@ def training_memory(config: RMTrainConfig, device: str) -> dict:
         LOG.warning("reward-model memory estimate skipped: %s", error)
         return {}
     estimate = memory_estimate(shape, config, device_gb=device_memory_gb(device),
-                               autocast_bf16=use_bf16(config.precision, device))
+                               autocast_bf16=use_bf16(config.precision, device), device=device)
     (LOG.warning if estimate.fits is False else LOG.info)("reward model on %s: %s", device, estimate.message)
     return estimate.as_dict()
 
