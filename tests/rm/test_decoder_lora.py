@@ -52,6 +52,7 @@ def test_a_decoder_backbone_trains_through_the_reward_model_engine_and_scores(st
     manifest = read_manifest(outcome.path)
     assert manifest["config"]["template"] == "chat"
     assert manifest["memory_estimate"] == outcome.memory and "training needs about" in outcome.memory["message"]
+    assert manifest["trainer_checkpoints"] == {"written": 0, "seconds": 0.0}  # within its checkpoint_minutes
     assert 0.0 <= outcome.metrics["val_accuracy"] <= 1.0  # the validation pairs were scored by the checkpoint
     saved = json.loads(open(os.path.join(model_dir, "config.json")).read())
     assert saved["architectures"] == ["LlamaForSequenceClassification"] and saved["pad_token_id"] is not None
