@@ -3,6 +3,12 @@
     .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--rounds 3] [--model-dir DIR]
         [--backbone minilm|smollm2|DIR] [--device cpu|cuda|auto] [--dtype auto|fp32|bf16|fp16]
     .venv/bin/python bench/rm_score.py --mixed [--plans 512] [--shortest 20] [--longest 500] [--rounds 1] ...
+    .venv/bin/python bench/rm_score.py --where [--plans 256] [--backbone DIR] ...
+
+--where prints only the share of RewardScorer.score's time spent outside the model's forward passes (encoding,
+padding, batching, reading scores back), on one torch thread on the CPU. A tiny backbone (tests/tiny_models.py,
+whose forward pass is cheap, as a small model's is on a GPU) shows what the forward passes would leave exposed;
+on cuda each forward pass is waited for, so the share there is an upper bound.
 
 Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest random_plan_text with 1-3
 agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the --backbone (default: the packaged
