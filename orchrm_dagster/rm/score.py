@@ -21,7 +21,7 @@ from orchrm_dagster.rm.template import encode, read_input_spec
 
 CPU_BATCH_TOKENS = 2048  # measured with MiniLM on one core: 8 x 256, 16 x 128 tokens ran faster than 32-input batches
 GPU_BATCH_TOKENS = 65_536  # 64 inputs of 1,024 tokens: a 135M model's forward pass fills a GPU only in large batches
-ENCODED_CHUNK = 32  # inputs a worker thread encodes at a time, ahead of the forward passes (the first is a stall)
+ENCODED_CHUNK = 16  # inputs a worker thread encodes at a time, ahead of the forward passes (the first is a stall)
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
