@@ -127,7 +127,7 @@ def speed(args) -> None:
     with tempfile.TemporaryDirectory(prefix="orchrm-grpo-speed-") as tmp:
         model = _embedded_model_folder(Path(tmp, "model"))
         settings = GRPOSettings(steps=args.steps, group_size=args.group_size, micro_batch_size=args.micro_batch,
-                                max_completion_tokens=args.max_tokens, device=device, save_steps=10**6)
+                                max_completion_tokens=args.max_tokens, device=device)
         precision = memory_and_precision(settings, device)
         gpu = f" ({torch.cuda.get_device_name()})" if device == "cuda" else ""
         print(f"device {device}{gpu}, bf16 {precision['bf16']}, activation checkpointing "

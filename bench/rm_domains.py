@@ -95,7 +95,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = RMTrainConfig(max_length=args.max_length, epochs=1.0, device="cpu", num_threads=args.threads,
-                           seed=args.seed, save_steps=10**6)
+                           seed=args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         train_set, validation = split(domain_pairs(args.runs, Path(tmp)), args.train_pairs, args.validation_pairs)
         domains = sorted(set(train_set["domain"].drop_nulls()) & set(validation["domain"].drop_nulls()))

@@ -280,7 +280,7 @@ def measure_one(one: dict) -> dict:
 
     config = RMTrainConfig(**{"backbone": one["backbone"], "max_length": one["max_length"],
                               "batch_size": one["batch_size"], "epochs": 1.0, "learning_rate": 5e-5, "device": "cpu",
-                              "precision": one["precision"], "save_steps": 10**6, "num_threads": one["threads"],
+                              "precision": one["precision"], "num_threads": one["threads"],
                               **one["fields"]})
     train = _pairs(one["data"], one["pairs"])
     probe = _probe_trainer(rm_train)

@@ -3,6 +3,12 @@
     .venv/bin/python bench/rm_score.py [--plans 128] [--max-length 256] [--batch-size 32] [--rounds 3] [--model-dir DIR]
         [--backbone minilm|smollm2|DIR] [--device cpu|cuda|auto] [--dtype auto|fp32|bf16|fp16]
     .venv/bin/python bench/rm_score.py --mixed [--plans 512] [--shortest 20] [--longest 500] [--rounds 1] ...
+    .venv/bin/python bench/rm_score.py --where [--plans 256] [--backbone DIR] ...
+
+--where prints only the share of RewardScorer.score's time spent outside the model's forward passes (encoding,
+padding, batching, reading scores back), on one torch thread on the CPU. A tiny backbone (tests/tiny_models.py,
+whose forward pass is cheap, as a small model's is on a GPU) shows what the forward passes would leave exposed;
+on cuda each forward pass is waited for, so the share there is an upper bound.
 
 Plans are a realistic length mix: a third low-degree plans (thinking + direct answer), the rest random_plan_text with 1-3
 agents, so inputs range from ~60 tokens to the 256-token cap. Without --model-dir the --backbone (default: the packaged
@@ -164,6 +170,48 @@ def measure(scorer: RewardScorer, questions, plans, rounds: int) -> dict[str, tu
             for name, t in times.items()}
 
 
+def where_the_time_goes(scorer: RewardScorer, questions, plans, rounds: int) -> None:
+    """The share of RewardScorer.score's time spent outside the model's forward passes (building and tokenizing the
+    inputs, padding, batching, reading the scores back): the outermost module calls timed inside score() (each waited
+    for on cuda), by wall clock and by this process's CPU time, on one torch thread on the CPU (a shared CPU's wall
+    clock counts time descheduled; CPU time then measures the work). Best of `rounds`."""
+    if scorer.device == "cpu":
+        torch.set_num_threads(1)
+    inside, depth = [0.0, 0.0], [0]
+    original = torch.nn.Module.__call__
+
+    def timed_call(self, *args, **kwargs):  # a decoder's body, then its score head
+        if depth[0]:
+            return original(self, *args, **kwargs)
+        depth[0] += 1
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            out = original(self, *args, **kwargs)
+            if scorer.device == "cuda":
+                torch.cuda.synchronize()
+        finally:
+            depth[0] -= 1
+            inside[0] += time.perf_counter() - wall
+            inside[1] += time.process_time() - cpu
+        return out
+
+    scorer.score(questions[:8], plans[:8])  # warm-up
+    best = None
+    for _ in range(rounds):
+        inside[:] = [0.0, 0.0]
+        torch.nn.Module.__call__ = timed_call
+        try:
+            total = timed(lambda: scorer.score(questions, plans), scorer.device)
+        finally:
+            torch.nn.Module.__call__ = original
+        if best is None or total[1] < best[0][1]:
+            best = (total, tuple(inside))
+    for clock, which in (("wall", 0), ("CPU", 1)):
+        total, forward = best[0][which], best[1][which]
+        print(f"where scoring's time goes ({clock}): {total:.2f} s for {len(plans)} plans, forward passes "
+              f"{forward:.2f} s, outside them {total - forward:.2f} s ({(total - forward) / total:.1%})", flush=True)
+
+
 def report(threads: int, rates: dict[str, tuple[float, float]]) -> None:
     for clock, which in (("wall", 0), ("CPU-time", 1)):
         scorer, one, ceiling = (rates[name][which] for name in ("scorer", "one by one", "ceiling"))
@@ -183,6 +231,7 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     parser.add_argument("--dtype", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
     parser.add_argument("--mixed", action="store_true", help="input-order vs length-sorted batches on mixed lengths")
+    parser.add_argument("--where", action="store_true", help="only the share of scoring time outside the forward pass")
     parser.add_argument("--shortest", type=int, default=20)
     parser.add_argument("--longest", type=int, default=500)
     args = parser.parse_args()
@@ -200,6 +249,8 @@ def main() -> None:
               f"({sum(n == args.max_length for n in lengths)} at the cap), batch {args.batch_size}, "
               f"{len(scorer.batches(lengths))} batches, {scorer.dtype}, load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs", flush=True)
+        if args.where:
+            return where_the_time_goes(scorer, questions, plans, args.rounds)
         for threads in ((torch.get_num_threads(),) if scorer.device == "cuda" else (torch.get_num_threads(), 1)):
             torch.set_num_threads(threads)
             report(threads, measure(scorer, questions, plans, args.rounds))

@@ -11,7 +11,8 @@ chosen plan's first agent is a DebateAgent), same pre-tokenized ids, learning ra
   (b) RewardTrainer(model=<path>, args=RewardConfig(...)) with TRL 1.16's defaults, except bf16=False (fp32: TRL's
       bf16=True default needs use_cpu=True on a CPU) - so gradient checkpointing is on, as TRL sets it.
 Validation accuracy: both saved models scored in fp32 by RewardScorer on held-out pairs (later GSM8K questions).
-save_steps is past the last step: the only trainer checkpoint is the one written as training ends (inside (a)'s time).
+(a) writes trainer checkpoints by the clock (--checkpoint-minutes, RMTrainConfig's default unless given; none at
+the end, as the model is saved right after): its line gives their number and their share of its training seconds.
 
 `--backbone smollm2` trains a Llama-type reward model (LlamaForSequenceClassification) on the embedded SmolLM2-135M,
 de-quantized once to an fp32 folder (`base_model_dir`, under --output-dir or a temporary folder); any other value is
@@ -78,7 +79,8 @@ def split_pairs(n_train: int, n_validation: int):
 def run_ours(train, validation, config: RMTrainConfig, out: str) -> dict:
     result = train_reward_model(train, validation, config, out, resume=False)
     return {"pairs_per_second": result.pairs_per_second, "seconds": result.seconds,
-            "val_accuracy": result.validation_metrics["val_accuracy"], "final_loss": result.final_loss}
+            "val_accuracy": result.validation_metrics["val_accuracy"], "final_loss": result.final_loss,
+            "checkpoints": result.checkpoints, "checkpoint_seconds": result.checkpoint_seconds}
 
 
 def run_trl_defaults(train, validation, config: RMTrainConfig, out: str) -> dict:
@@ -117,6 +119,8 @@ def report(name: str, r: dict) -> None:
           f"{r['cpu_seconds_per_pair']:5.2f} CPU s/pair (whole run)  val acc {r['val_accuracy']:.3f}  "
           f"final loss {r['final_loss']:.3f}"
           + (f"  peak GPU memory {r['gpu_peak_gib']:.2f} GiB" if r.get("gpu_peak_gib") is not None else "")
+          + (f"  {r['checkpoints']} trainer checkpoints: {r['checkpoint_seconds']:.1f} s "
+             f"({r['checkpoint_seconds'] / r['seconds']:.1%} of training)" if "checkpoints" in r else "")
           + f"  (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
           flush=True)
 
@@ -136,6 +140,8 @@ def main() -> None:
     parser.add_argument("--input-format", choices=["graph_first", "plan_text"], default="graph_first")
     parser.add_argument("--thinking-tokens", default="128", help="graph_first: thinking tokens read; all: every one")
     parser.add_argument("--skip-trl", action="store_true", help="run (a) train_reward_model alone")
+    parser.add_argument("--checkpoint-minutes", type=float, default=RMTrainConfig().checkpoint_minutes,
+                        help="(a)'s trainer checkpoints: every this many minutes (0: after every step but the last)")
     parser.add_argument("--output-dir", help="keep the models (and the de-quantized backbone) here, e.g. for "
                                              "bench/rm_score.py --model-dir DIR/a/model; default: a temporary folder")
     args = parser.parse_args()
@@ -148,7 +154,7 @@ def main() -> None:
         backbone = backbone_folder(args.backbone, out)
         config = RMTrainConfig(backbone=backbone, max_length=args.max_length, epochs=1.0, batch_size=args.batch_size,
                                learning_rate=5e-5, device=args.device, precision=args.precision,
-                               input_format=args.input_format, save_steps=10**6,
+                               input_format=args.input_format, checkpoint_minutes=args.checkpoint_minutes,
                                thinking_tokens=None if args.thinking_tokens == "all" else int(args.thinking_tokens))
         device = resolve_device(config.device)
         print(f"{backbone_label(backbone)} on {device}"

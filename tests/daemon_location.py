@@ -19,7 +19,7 @@ LOOP = LoopSettings(
     rounds=2, retrain_min_new_pairs=10, rollout_samples=2, max_attempts=int(os.environ.get("ORCHRM_TEST_ATTEMPTS", "2")),
     rollout_execution=ExecutionSettings(subagent_max_new_tokens=8, plan_timeout_s=120.0, concurrent_plans=4,
                                         agents={"sc_samples": 2, "debate_rounds": 1, "reflexion_rounds": 1}),
-    reward_model=RMTrainConfig(backbone=BACKBONE, max_length=64, epochs=1, batch_size=8, save_steps=1000,
+    reward_model=RMTrainConfig(backbone=BACKBONE, max_length=64, epochs=1, batch_size=8,
                                device="cpu", min_validation_pairs=1, champion_level=1.0),  # a tiny model's floor off
     round=GRPOSettings(policy="tiny-fewshot", scratch_policy="tiny-base", steps=1, group_size=2, micro_batch_size=2,
                        train_problems=2, heldout_problems=1, heldout_samples=2, heldout_execute=False,

@@ -105,7 +105,7 @@ def test_kill_9_in_a_reward_model_training_resumes_from_its_last_step(tmp_path):
     cli("ingest", str(batch(tmp_path, "history.jsonl", 2400, 3)))
     cli("materialize", "pairs")
     config = tmp_path / "rm.yaml"
-    config.write_text(json.dumps({"ops": {"reward_model": {"config": {"max_train_pairs": 256, "save_steps": 4,
+    config.write_text(json.dumps({"ops": {"reward_model": {"config": {"max_train_pairs": 256, "checkpoint_minutes": 0,
                                                                       "batch_size": 8, "max_length": 128}}}}))
     storage = Path(os.environ["ORCHRM_STORAGE"])
     training = start("materialize", "reward_model", "--config", str(config))

@@ -32,7 +32,7 @@ def remote_digest(root: StorageRoot, version: int) -> str:
 
 def test_a_fresh_machine_continues_the_versions_finds_the_champion_and_overwrites_nothing(
         bucket_root, tmp_path, monkeypatch, tiny_backbone):
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, **NO_FLOOR)
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, **NO_FLOOR)
     first = on_machine(monkeypatch, tmp_path, "a", bucket_root)
     v1 = train_new_version(first, toy_pairs(8, 0), toy_pairs(4, 1), config, ["p1"])
     assert v1.version == 1 and v1.is_champion

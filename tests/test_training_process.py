@@ -104,7 +104,7 @@ def test_a_killed_training_fails_the_step_with_how_it_died_and_its_last_line(tmp
 @pytest.mark.slow
 def test_a_kill_9_of_the_run_worker_takes_every_training_process_with_it(tmp_path, tiny_backbone):
     with_pairs(tmp_path)
-    config = reward_model_run_config(tiny_backbone, epochs=500.0, processes=2, save_steps=5)
+    config = reward_model_run_config(tiny_backbone, epochs=500.0, processes=2, checkpoint_minutes=0)
     worker = subprocess.Popen([str(Path(sys.executable).with_name("dagster")), "asset", "materialize", "-m",
                                "orchrm_dagster.definitions", "--select", "reward_model", "--config-json",
                                json.dumps(config)], stdout=subprocess.DEVNULL, stderr=open(tmp_path / "worker.err", "w"))

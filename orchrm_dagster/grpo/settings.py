@@ -10,6 +10,7 @@ from orchrm_dagster.grpo.methods import METHODS, registered_methods
 from orchrm_dagster.grpo.rewards import REWARDS, reward_kinds
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import ScoringSettings
+from orchrm_dagster.trainer_checkpoints import checkpoint_minutes_field
 from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
 RewardName = REWARDS.name_type  # a registered reward's name, or a dotted path to one (my_pkg.my_module:my_reward)
@@ -106,8 +107,7 @@ class GRPOSettings:
         default=None, description="vllm_server: the base URL of TRL's weight-syncing server (`trl vllm-serve`, "
                                   "deploy/k8s/trl-vllm-serve.yaml: http://trl-vllm-serve.orchrm.svc:8000), not the "
                                   "sub-agents' OpenAI-compatible one")
-    save_steps: int = Field(default=1, description="Trainer checkpoint every N steps: an interrupted round "
-                                                   "resumes from the last one")
+    checkpoint_minutes: float | None = checkpoint_minutes_field()
     heldout_problems: int = Field(
         default=32, ge=1, description="Problems (the benchmark's last) no round trains on; the policy gate executes "
                                       "heldout_samples plans of each")

@@ -35,6 +35,7 @@ from orchrm_dagster.orchestration import sample_seed
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.processes import by_first_process, process_rank
 from orchrm_dagster.rm import bf16_supported
+from orchrm_dagster.trainer_checkpoints import adapter_checkpoints, checkpoint_args, timed_checkpoints
 
 RUN_KEY_FILE = "run_key.json"
 MODEL_SUBDIR = "model"  # the new policy, under a training's output_dir: the checkpoint the round publishes
@@ -101,9 +102,9 @@ def grpo_config(settings, output_dir: str, device: str):
         # each reward is already normalized within its group (rewards/rule.py); the weighted sum is normalized
         # within the group again, GRPO's advantage. Set here, not left to TRL's defaults.
         reward_weights=list(settings.weights), multi_objective_aggregation="sum_then_normalize", scale_rewards="group",
-        logging_steps=1, **settings.training_logs(output_dir, MODEL_SUBDIR).trainer_args(), save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2, disable_tqdm=True, shuffle_dataset=False, **vllm)
+        logging_steps=1, **settings.training_logs(output_dir, MODEL_SUBDIR).trainer_args(),
+        **checkpoint_args(),  # by the clock: `train_round`'s callback
+        disable_tqdm=True, shuffle_dataset=False, **vllm)
 
 
 def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_dir: str) -> TrainOutcome:
@@ -122,7 +123,8 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
         sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
         trainer = round_trainer_class()(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
                                         processing_class=tokenizer, peft_config=lora_config(settings, device),
-                                        rollout_func=sampler)
+                                        rollout_func=sampler,
+                                        callbacks=[timed_checkpoints(settings.checkpoint_minutes)])
     # only the first of several processes starts the logs over: the others would remove what it writes
     settings.training_logs(output_dir, MODEL_SUBDIR).attach(
         trainer, resumed=checkpoint is not None or not trainer.is_world_process_zero())
@@ -149,10 +151,11 @@ def save_policy(trainer, settings, output_dir: str) -> None:
 
 @functools.cache
 def round_trainer_class() -> type:
-    """TRL's GRPOTrainer with each group's prompt forwarded once (`shared_prefix`) and its checkpoints timed."""
+    """TRL's GRPOTrainer with each group's prompt forwarded once (`shared_prefix`), its checkpoints timed and, with
+    LoRA, holding the adapters alone."""
     from trl import GRPOTrainer
 
-    class RoundTrainer(shared_prefix_trainer(GRPOTrainer)):
+    class RoundTrainer(adapter_checkpoints(shared_prefix_trainer(GRPOTrainer))):
         def _save_checkpoint(self, model, trial):
             with phase("trainer checkpoints"):
                 return super()._save_checkpoint(model, trial)

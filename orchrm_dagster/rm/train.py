@@ -43,6 +43,7 @@ from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_es
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
 from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec
+from orchrm_dagster.trainer_checkpoints import adapter_checkpoints, checkpoint_args, timed_checkpoints
 
 RUN_KEY_FILE = "run_key.json"
 ADDED_PAD_TOKEN = "<|rm_pad|>"
@@ -60,13 +61,15 @@ class TrainResult:
     validation_metrics: dict = field(default_factory=dict)  # pairwise_metrics on the validation pairs, fp32
     memory: dict = field(default_factory=dict)  # the memory estimate made before loading (`rm.memory`)
     resumed_from: int = 0  # the trainer checkpoint's step this call resumed from (0: it started from the beginning)
+    checkpoints: int = 0  # trainer checkpoints this call wrote (by the clock: config.checkpoint_minutes)
+    checkpoint_seconds: float = 0.0  # of `seconds`, those spent writing them
 
 
 def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainConfig, output_dir: str,
                        resume: bool = True) -> TrainResult:
     """Train r(x, z) on `train`, save it to output_dir/model/ (safetensors + tokenizer), score `validation` with it.
 
-    Trainer checkpoints (checkpoint-*) go to output_dir every config.save_steps steps; with resume=True an
+    Trainer checkpoints (checkpoint-*) go to output_dir every config.checkpoint_minutes; with resume=True an
     interrupted training continues from the last one, provided the pairs and the settings that shape the steps
     (backbone, max_length, batch_size, seed) are the same. Otherwise stale checkpoints are removed first.
     """
@@ -86,7 +89,8 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
     return TrainResult(model_dir=model_dir, steps=fitted.steps, train_pairs=len(train), seconds=fitted.seconds,
                        pairs_per_second=pairs / fitted.seconds if fitted.seconds > 0 else 0.0,
                        final_loss=fitted.final_loss, validation_metrics=metrics, memory=memory,
-                       resumed_from=_checkpoint_step(checkpoint))
+                       resumed_from=_checkpoint_step(checkpoint), checkpoints=fitted.checkpoints,
+                       checkpoint_seconds=fitted.checkpoint_seconds)
 
 
 @dataclass(frozen=True)
@@ -97,12 +101,16 @@ class Fitted:
     steps: int
     seconds: float
     final_loss: float
+    checkpoints: int = 0
+    checkpoint_seconds: float = 0.0
 
 
 def fit(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str, checkpoint: str | None) -> Fitted:
     """Train from `checkpoint` (None: from the start) and save the model to output_dir/model/: in this process, or
     as one of `config.processes` data-parallel processes (`rm.fit_process`), where the first saves it."""
     trainer = _build_trainer(train, config, output_dir, device)
+    checkpoints = timed_checkpoints(config.checkpoint_minutes)
+    trainer.add_callback(checkpoints)
     first = trainer.is_world_process_zero()
     # only the first process starts the logs over: the others would race it removing them
     config.training_logs(output_dir).attach(trainer, resumed=checkpoint is not None or not first)
@@ -116,10 +124,12 @@ def fit(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str, c
         else:
             trainer.save_model(model_dir)
         write_input_spec(model_dir, config.input_spec())
-    return Fitted(trainer.state.global_step, seconds, _last_logged_loss(trainer.state.log_history))
+    return Fitted(trainer.state.global_step, seconds, _last_logged_loss(trainer.state.log_history),
+                  checkpoints.checkpoints, checkpoints.seconds)
 
 
 DATA_PARALLEL_DIR = "data_parallel"  # a data-parallel training's job: its pairs, settings, errors and result
+PAIRS_FILE = "train.parquet"  # in the job's folder: the pairs `rm.fit_process` trains on
 
 
 def fit_data_parallel(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str,
@@ -128,8 +138,6 @@ def fit_data_parallel(train: PairTexts, config: RMTrainConfig, output_dir: str, 
     `TrainingProcessFailed` with its own error (its trainer checkpoints stay, to resume)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from orchrm_dagster.rm.fit_process import PAIRS_FILE
 
     def write_pairs(folder: Path) -> None:
         pq.write_table(pa.table({f.name: getattr(train, f.name) for f in fields(train)}), folder / PAIRS_FILE)
@@ -147,7 +155,8 @@ def training_memory(config: RMTrainConfig, device: str) -> dict:
     except (OSError, ValueError, AttributeError, TypeError) as error:
         LOG.warning("reward-model memory estimate skipped: %s", error)
         return {}
-    estimate = memory_estimate(shape, config, device_gb=device_memory_gb(device))
+    estimate = memory_estimate(shape, config, device_gb=device_memory_gb(device),
+                               autocast_bf16=use_bf16(config.precision, device), device=device)
     (LOG.warning if estimate.fits is False else LOG.info)("reward model on %s: %s", device, estimate.message)
     return estimate.as_dict()
 
@@ -204,9 +213,7 @@ def reward_config(config: RMTrainConfig, output_dir: str, device: str) -> Reward
         train_sampling_strategy="group_by_length",  # batches of similar length pad less
         remove_unused_columns=False,  # keep `length` for the sampler; the collator ignores it
         dataloader_pin_memory=device == "cuda",
-        save_strategy="steps",
-        save_steps=config.save_steps,
-        save_total_limit=2,
+        **checkpoint_args(),  # by the clock: `fit`'s callback
         logging_steps=0.1,  # ten logs per training
         **config.training_logs(output_dir).trainer_args(),
         disable_tqdm=not sys.stderr.isatty(),
@@ -220,12 +227,12 @@ def pairs_in_steps(first_step: int, last_step: int, n_pairs: int, batch_size: in
     return sum(last_batch if step % steps_per_epoch == 0 else batch_size for step in range(first_step + 1, last_step + 1))
 
 
-def _build_trainer(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str) -> RewardTrainer:
+def _build_trainer(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str):
     path = backbone_path(config.backbone)
     # an adapter checkpoint names its backbone: a folder by its absolute path, so it loads from any working directory
     model, tokenizer = load_backbone(os.path.abspath(path) if os.path.isdir(path) else path, config.seed, config.dtype)
     peft_config = rm_lora_config(config, model.config.model_type) if config.lora else None
-    return RewardTrainer(model=model, args=reward_config(config, output_dir, device),
+    return adapter_checkpoints(RewardTrainer)(model=model, args=reward_config(config, output_dir, device),
                          train_dataset=preference_dataset(tokenizer, train, config.input_spec()),
                          processing_class=tokenizer, peft_config=peft_config)
 

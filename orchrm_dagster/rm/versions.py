@@ -183,10 +183,12 @@ def version_scorer(root: StorageRoot, version: int, settings: ScoringSettings):
         from orchrm_dagster.rm.vllm_scorer import VLLMPoolingScorer
 
         served = settings.vllm_model.replace("{version}", str(version)) if settings.vllm_model else folder
-        return VLLMPoolingScorer(settings.vllm_url, served, folder, settings.max_length, settings.batch_size)
+        return VLLMPoolingScorer(settings.vllm_url, served, folder, settings.max_length, settings.batch_size,
+                                 max_batch_tokens=settings.batch_tokens)
     from orchrm_dagster.rm.score import RewardScorer
 
-    return RewardScorer(folder, settings.device, settings.max_length, settings.batch_size, dtype=settings.dtype)
+    return RewardScorer(folder, settings.device, settings.max_length, settings.batch_size, settings.batch_tokens,
+                        dtype=settings.dtype)
 
 
 def latest_version(root: StorageRoot) -> int | None:

@@ -18,13 +18,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
-from orchrm_dagster.rm.score import LengthBatchedScorer
+from orchrm_dagster.rm.score import GPU_BATCH_TOKENS, LengthBatchedScorer
 from orchrm_dagster.rm.template import read_input_spec
 
 
 class VLLMPoolingScorer(LengthBatchedScorer):
     def __init__(self, base_url: str, model: str, model_dir: str, max_length: int | None = None,
-                 batch_size: int = 32, timeout_s: float = 60.0):
+                 batch_size: int | None = 32, timeout_s: float = 60.0, max_batch_tokens: int | None = None):
         from transformers import AutoTokenizer
 
         self.url = base_url.rstrip("/") + "/pooling"
@@ -32,6 +32,7 @@ class VLLMPoolingScorer(LengthBatchedScorer):
         trained = read_input_spec(model_dir)
         self.spec = dataclasses.replace(trained, max_length=max_length) if max_length else trained
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens or GPU_BATCH_TOKENS
         self.timeout_s = timeout_s
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
 

@@ -57,7 +57,7 @@ def _round(model_dir: str, output_dir: str, settings: GRPOSettings):
 
 
 SETTINGS = GRPOSettings(steps=1, group_size=2, micro_batch_size=1, max_completion_tokens=324, device="cpu",
-                        save_steps=1, learning_rate=1e-3)
+                        checkpoint_minutes=0, learning_rate=1e-3)
 
 
 def test_a_round_samples_grammar_plans_trains_and_saves_a_loadable_checkpoint(tiny_policy, tmp_path):

@@ -16,7 +16,7 @@ from orchrm_dagster.orchestration import PolicySpec
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 SETTINGS = GRPOSettings(policy="tiny", steps=2, group_size=2, train_problems=2, heldout_problems=1,
-                        heldout_samples=1, heldout_execute=False, device="cpu", save_steps=1, policy_margin=1e9,
+                        heldout_samples=1, heldout_execute=False, device="cpu", checkpoint_minutes=0, policy_margin=1e9,
                         max_completion_tokens=324, policy_gate="reward_only")
 
 
@@ -36,7 +36,7 @@ def champion_root(storage_root, tiny_backbone):
     from ..rm.toy import toy_pairs
 
     train = toy_pairs(8, 0)
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4,
                            min_validation_pairs=1, champion_level=1.0)  # a toy champion: tests/rm test the floor
     train_new_version(storage_root, train, toy_pairs(4, 1), config, ["x"])
     rows = [{"pair_id": pair_id, "problem_id": "x", "question": question, "chosen_plan": chosen,

@@ -24,7 +24,7 @@ def champion_root(storage_root, tiny_backbone):
 
     from ..rm.toy import toy_pairs
 
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4,
                            min_validation_pairs=1, champion_level=1.0)  # a toy champion: tests/rm test the floor
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), config, ["x"])
     return storage_root
@@ -33,7 +33,7 @@ def champion_root(storage_root, tiny_backbone):
 # held-out plans are not executed here (the gate on measured accuracy: test_gate.py and the simulated round below), so
 # these rounds are gated on the reward alone, as a config must ask for explicitly
 SETTINGS = GRPOSettings(policy="tiny", steps=2, group_size=2, train_problems=2, heldout_problems=1,
-                        heldout_samples=2, heldout_execute=False, device="cpu", save_steps=1, policy_gate="reward_only")
+                        heldout_samples=2, heldout_execute=False, device="cpu", checkpoint_minutes=0, policy_gate="reward_only")
 
 
 def registry(tiny_policy):
@@ -137,7 +137,7 @@ def test_two_from_scratch_rounds_continue_their_own_lineage_with_a_correct_over_
 
     scratch = dataclasses.replace(SETTINGS, start="scratch", scratch_policy="tiny-base", policy_margin=1e9)
     policies = {**registry(tiny_policy), "tiny-base": PolicySpec(name="tiny-base", kind="base", model=tiny_policy)}
-    every_pair = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+    every_pair = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4,
                                min_validation_pairs=1, champion_level=1.0)
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), every_pair, ["x"])
     with pytest.raises(ValueError, match="correct_over_incorrect pairs only"):

@@ -15,7 +15,7 @@ from .test_round import registry, tiny_policy  # noqa: F401 (fixtures)
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 SIMULATED = GRPOSettings(policy="tiny", steps=1, group_size=2, train_problems=1, heldout_problems=3,
-                         heldout_samples=2, device="cpu", save_steps=1, max_completion_tokens=256, max_agents=1,
+                         heldout_samples=2, device="cpu", checkpoint_minutes=0, max_completion_tokens=256, max_agents=1,
                          execution=ExecutionSettings().in_environment("simulated"))
 
 
@@ -27,7 +27,7 @@ def champion_root(storage_root, tiny_backbone):
 
     from ..rm.toy import toy_pairs
 
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4,
                            min_validation_pairs=1, champion_level=1.0)
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), config, ["x"])
     return storage_root

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 # short plans without the grammar: what is logged, not what is sampled, is under test here
 SETTINGS = GRPOSettings(steps=1, group_size=2, micro_batch_size=1, max_completion_tokens=16, grammar=False,
-                        device="cpu", save_steps=1, learning_rate=1e-3, report_to="tensorboard")
+                        device="cpu", checkpoint_minutes=0, learning_rate=1e-3, report_to="tensorboard")
 
 
 @pytest.fixture(scope="module")

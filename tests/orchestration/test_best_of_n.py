@@ -54,7 +54,7 @@ def champion_root(storage_root, tiny_backbone):
 
     from ..rm.toy import NO_FLOOR, toy_pairs
 
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, **NO_FLOOR)
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, **NO_FLOOR)
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1), config, ["x"])
     return storage_root
 

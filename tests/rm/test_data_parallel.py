@@ -26,7 +26,7 @@ def tiny_decoder(tmp_path_factory) -> str:
 
 
 def config(backbone: str, **changes) -> RMTrainConfig:
-    return RMTrainConfig(**{"backbone": backbone, "max_length": 48, "epochs": 1, "batch_size": 8, "save_steps": 100,
+    return RMTrainConfig(**{"backbone": backbone, "max_length": 48, "epochs": 1, "batch_size": 8,
                             "learning_rate": 1e-3, "device": "cpu", "precision": "fp32", **NO_FLOOR, **changes})
 
 
@@ -79,7 +79,7 @@ def _workers(job_marker: str) -> list[psutil.Process]:
 @pytest.mark.slow
 def test_a_killed_process_fails_the_training_with_its_cause_and_a_rerun_resumes(tmp_path, tiny_decoder):
     train, output = toy_pairs(64, seed=5), str(tmp_path / "out")
-    settings = config(tiny_decoder, processes=2, epochs=12, save_steps=4)  # 96 steps
+    settings = config(tiny_decoder, processes=2, epochs=12, checkpoint_minutes=0)  # 96 steps
     failure: list[BaseException] = []
 
     def first_attempt():

@@ -2,6 +2,7 @@
 classifier, LoRA adapters on a frozen backbone (saved merged or as adapters, scoring the same), weights loaded in
 their dtype, and the memory a configuration needs, estimated before anything loads."""
 
+import dataclasses
 import json
 import os
 
@@ -26,7 +27,7 @@ def tiny_decoder(tmp_path_factory) -> str:
 
 
 def decoder_config(backbone: str, **changes) -> RMTrainConfig:
-    return RMTrainConfig(**{"backbone": backbone, "max_length": 48, "epochs": 1, "batch_size": 4, "save_steps": 100,
+    return RMTrainConfig(**{"backbone": backbone, "max_length": 48, "epochs": 1, "batch_size": 4,
                             "learning_rate": 1e-3, "device": "cpu", "precision": "fp32", **changes})
 
 
@@ -51,6 +52,7 @@ def test_a_decoder_backbone_trains_through_the_reward_model_engine_and_scores(st
     manifest = read_manifest(outcome.path)
     assert manifest["config"]["template"] == "chat"
     assert manifest["memory_estimate"] == outcome.memory and "training needs about" in outcome.memory["message"]
+    assert manifest["trainer_checkpoints"] == {"written": 0, "seconds": 0.0}  # within its checkpoint_minutes
     assert 0.0 <= outcome.metrics["val_accuracy"] <= 1.0  # the validation pairs were scored by the checkpoint
     saved = json.loads(open(os.path.join(model_dir, "config.json")).read())
     assert saved["architectures"] == ["LlamaForSequenceClassification"] and saved["pad_token_id"] is not None
@@ -110,6 +112,25 @@ def test_a_merged_lora_checkpoint_loads_without_peft_as_a_plain_classifier(tmp_p
     model = AutoModelForSequenceClassification.from_pretrained(result.model_dir)
     assert not any("lora" in name for name in model.state_dict())
     assert 0.0 <= result.validation_metrics["val_accuracy"] <= 1.0
+
+
+def test_a_lora_trainer_checkpoint_holds_the_adapters_and_their_optimizer_state_alone(tmp_path, tiny_decoder):
+    from safetensors.torch import load_file
+
+    config = decoder_config(tiny_decoder, lora=True, lora_r=2, checkpoint_minutes=0)
+    run = tmp_path / "run"
+    result = train_reward_model(toy_pairs(8, seed=7), toy_pairs(0, 0), config, str(run))
+    [checkpoint] = list(run.glob("checkpoint-*"))  # after step 1 of 2: none at the end
+    assert not (checkpoint / "model.safetensors").exists()
+    saved = load_file(checkpoint / "adapter_model.safetensors")
+    assert set(saved) and all("lora_" in name or "score" in name for name in saved)
+    trained = sum(tensor.numel() for tensor in saved.values())
+    moments = [t for state in torch.load(checkpoint / "optimizer.pt")["state"].values() for t in state.values()
+               if torch.is_tensor(t) and t.dim() > 0]
+    assert sum(t.numel() for t in moments) == 2 * trained  # AdamW's two moments of the adapters and head
+    assert result.steps == 2 and result.checkpoints == 1
+    resumed = train_reward_model(toy_pairs(8, seed=7), toy_pairs(0, 0), dataclasses.replace(config, epochs=2), str(run))
+    assert resumed.resumed_from == 1 and resumed.steps == 4  # the adapters and their optimizer state load back
 
 
 @pytest.mark.parametrize("dtype, expected", [("bf16", torch.bfloat16), ("fp32", torch.float32),

@@ -121,7 +121,7 @@ def test_domain_of_a_benchmark():
 
 
 def train_config(backbone, **changes) -> RMTrainConfig:
-    return RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+    return RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4,
                          **{**NO_FLOOR, **changes})
 
 

@@ -30,7 +30,7 @@ def uncrowned(storage_root, tiny_backbone, good_records, tmp_path):
     landed = land(storage_root, path)
     ingest_batch(storage_root, landed.batch_id, landed.path)
     label_batch(storage_root, landed.batch_id, reference_answers(load_problems(problem_sources([])).table))
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4,
                            min_validation_pairs=50)
     outcome = train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(6, 1), config, ["p"])
     assert outcome.champion_of == () and current_champions(storage_root) == {}

@@ -37,8 +37,8 @@ def build_pairs(root) -> set[str]:
 
 
 def train(root, backbone):
-    [outcome] = train_on_current_pairs(root, RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4,
-                                                           save_steps=100))  # one shared model by default
+    [outcome] = train_on_current_pairs(root, RMTrainConfig(backbone=backbone, max_length=64, epochs=1,
+                                                           batch_size=4))  # one shared model by default
     return outcome
 
 
@@ -91,7 +91,7 @@ def test_a_batch_without_runs_is_scored_once_not_for_ever(storage_root, tiny_bac
     from ..rm.toy import NO_FLOOR, toy_pairs
 
     train_new_version(storage_root, toy_pairs(8, 0), toy_pairs(4, 1),
-                      RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+                      RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4,
                                     **NO_FLOOR))
     (tmp_path / "empty.jsonl").write_text("not json\n")
     landed = land(storage_root, tmp_path / "empty.jsonl")

@@ -67,8 +67,8 @@ def test_scoring_settings_dtype_reaches_the_scorer(monkeypatch):
     built = []
     monkeypatch.setattr(versions, "model_dir", lambda root, version: f"v{version}")
     monkeypatch.setattr("orchrm_dagster.rm.score.RewardScorer", lambda *args, **kwargs: built.append((args, kwargs)))
-    versions.version_scorer(None, 3, ScoringSettings(device="cpu", dtype="bf16"))
-    assert built == [(("v3", "cpu", None, 32), {"dtype": "bf16"})]
+    versions.version_scorer(None, 3, ScoringSettings(device="cpu", dtype="bf16", batch_tokens=4096))
+    assert built == [(("v3", "cpu", None, None, 4096), {"dtype": "bf16"})]
     assert ScoringSettings().dtype == "auto"
     with pytest.raises(Exception):
         ScoringSettings(dtype="int8")

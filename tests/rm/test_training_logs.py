@@ -87,7 +87,7 @@ def test_mlflow_logs_to_a_local_store_in_the_logs_folder_unless_a_tracking_serve
 
 
 def tiny_config(backbone: str, **changes) -> RMTrainConfig:
-    return RMTrainConfig(**{"backbone": backbone, "max_length": 32, "epochs": 1, "batch_size": 4, "save_steps": 100,
+    return RMTrainConfig(**{"backbone": backbone, "max_length": 32, "epochs": 1, "batch_size": 4,
                             **changes})
 
 

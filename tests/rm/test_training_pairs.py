@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def config(backbone: str, **changes) -> RMTrainConfig:
-    settings = dict(backbone=backbone, max_length=64, epochs=1, batch_size=4, learning_rate=1e-3, save_steps=100,
+    settings = dict(backbone=backbone, max_length=64, epochs=1, batch_size=4, learning_rate=1e-3,
                     device="cpu", seed=3)
     return RMTrainConfig(**(settings | changes))
 

@@ -98,7 +98,7 @@ def test_a_thinking_first_batch_is_still_ranked(tmp_path):
 
     problems = thinking_first_problems(60, seed=5)
     train, held_out = problems[:45], problems[45:]
-    config = RMTrainConfig(max_length=256, epochs=2, batch_size=8, learning_rate=1e-4, save_steps=1000)
+    config = RMTrainConfig(max_length=256, epochs=2, batch_size=8, learning_rate=1e-4)
     result = train_reward_model(thinking_first_pairs(train), thinking_first_pairs(held_out, 1), config,
                                 str(tmp_path / "rm"))
     scorer = RewardScorer(result.model_dir, "cpu")

@@ -21,7 +21,7 @@ TEST_SETTINGS = ServeSettings(max_plans=8, max_text_chars=2000, max_body_bytes=2
 def train_champion(root: StorageRoot, backbone: str, seed: int = 0, domains=None) -> int:
     """A new version, crowned champion of `domains` (None: every domain): the floor's test is off (a tiny model on
     toy pairs shows nothing significant) and no champion can be ahead of it by more than the margin."""
-    config = RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4, save_steps=100, seed=seed,
+    config = RMTrainConfig(backbone=backbone, max_length=64, epochs=1, batch_size=4, seed=seed,
                            device="cpu", champion_margin=1.0, **NO_FLOOR)
     outcome = train_new_version(root, toy_pairs(8, seed), toy_pairs(4, seed + 100), config, ["p"], domains=domains)
     return outcome.version

@@ -121,7 +121,7 @@ def test_before_the_first_champion_the_service_says_what_to_materialize(tmp_path
 
 def test_a_version_that_did_not_beat_chance_serves_nothing_and_the_service_says_why(tmp_path, tiny_backbone):
     root = StorageRoot(str(tmp_path / "storage"))
-    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4, save_steps=100,
+    config = RMTrainConfig(backbone=tiny_backbone, max_length=64, epochs=1, batch_size=4,
                            device="cpu", min_validation_pairs=50)
     assert train_new_version(root, toy_pairs(8, 0), toy_pairs(6, 1), config, ["p"]).champion_of == ()
     with running(create_app(root, TEST_SETTINGS)) as url:
