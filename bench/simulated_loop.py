@@ -255,7 +255,7 @@ def _as_before(active: bool):
 
 
 def fooled(prepared: Path, tmp: Path, args) -> None:
-    print(f"\nfooled: {args.rounds} rounds rewarded by the reward model that prefers verifying agents, in an "
+    print(f"\nfooled: {args.fooled_rounds} round(s) rewarded by the reward model that prefers verifying agents, in an "
           f"environment whose truth (debate_sink) ignores them", flush=True)
     rows = run_loop(prepared, tmp / "fooled-rounds", args, "orchrm", truth="debate_sink", rounds=args.fooled_rounds)
     print("\n## It cannot be fooled (SIMULATED environment, truth debate_sink; the reward model learnt that verifying "
