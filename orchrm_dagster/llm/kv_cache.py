@@ -36,11 +36,6 @@ class GrowingLayer(DynamicLayer):
         """False before the first write and once something replaced the views (a batch reordering or repetition)."""
         return self._key_buffer is not None and self.keys.data_ptr() == self._key_buffer.data_ptr()
 
-    def get_seq_length(self) -> int:
-        if not self.is_initialized or self.keys is None or self.keys.numel() == 0:
-            return 0
-        return self.keys.shape[-2]
-
 
 def _grown(held: torch.Tensor | None, new: torch.Tensor, room: int) -> torch.Tensor:
     """A buffer of `room` tokens holding `held` (None: nothing yet) at its start, shaped as `new` elsewhere."""

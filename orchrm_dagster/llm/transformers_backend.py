@@ -274,7 +274,8 @@ def _prefill(model, input_ids: torch.Tensor, attention: torch.Tensor, positions:
     distinct = sorted(first.values())
     out = model(input_ids=input_ids[distinct], attention_mask=attention[distinct], position_ids=positions[distinct],
                 use_cache=True, past_key_values=cache, logits_to_keep=1)
-    index = torch.tensor([distinct.index(first[prompt]) for prompt in prompts], device=input_ids.device)
+    position = {row: i for i, row in enumerate(distinct)}
+    index = torch.tensor([position[first[prompt]] for prompt in prompts], device=input_ids.device)
     out.past_key_values.batch_select_indices(index)
     out.logits = out.logits[index]  # a copy per row: the grammar masks rows in place
     return out
