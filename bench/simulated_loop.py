@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fooled-rounds", type=int, default=1)
     parser.add_argument("--steps", type=int, default=6, help="GRPO steps (and training problems) per round")
-    parser.add_argument("--lr-scheduler", default="constant", choices=["linear", "constant"])
+    parser.add_argument("--lr-scheduler", default="constant", choices=lr_schedulers())
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--plan-tokens", type=int, default=200,
                         help="the plan budget (the grammar fits it: 1 agent needs at least 200, 2 agents 324)")
@@ -86,6 +86,15 @@ def main() -> None:
 
 
 # ---------------------------------------------------------------- set-up
+
+
+def lr_schedulers() -> tuple[str, ...]:
+    """GRPOSettings.lr_scheduler's choices (its Literal decides them)."""
+    from typing import get_args, get_type_hints
+
+    from orchrm_dagster.grpo import GRPOSettings
+
+    return get_args(get_type_hints(GRPOSettings)["lr_scheduler"])
 
 
 def cpu_flags() -> str:
