@@ -13,13 +13,18 @@ added pad token), though it is frozen; the optimizer already holds the trainable
 from __future__ import annotations
 
 import functools
+import json
+import re
+import shutil
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from orchrm_dagster.engine_config import Field
 from orchrm_dagster.lora import is_adapted, save_trained
 
 CHECKPOINTS_KEPT = 2  # the last, and the one before it should the last be cut short by a kill
+TRAINER_STATE = "trainer_state.json"  # transformers writes it last into a checkpoint: its mark of a whole one
 
 
 def checkpoint_minutes_field(default: float | None = 10.0):
@@ -115,3 +120,29 @@ def first_process_says(decision: bool) -> bool:
     said = [decision]
     dist.broadcast_object_list(said, src=0)
     return bool(said[0])
+
+
+def checkpoint_step(checkpoint: str | Path | None) -> int:
+    """The global step a `checkpoint-N` folder was written at (0 for None or another name)."""
+    match = re.search(r"checkpoint-(\d+)$", str(checkpoint or ""))
+    return int(match.group(1)) if match else 0
+
+
+def last_whole_checkpoint(output_dir: str | Path) -> str | None:
+    """The last trainer checkpoint in `output_dir` a training can resume from, after removing those a kill cut short.
+
+    transformers writes a checkpoint's weights, optimizer, scheduler and random states first and its
+    `trainer_state.json` last: a folder without it, or with one cut off mid-write, is not a checkpoint (resuming from
+    it fails), and it is removed so that the trainer's rotation, which keeps the last `CHECKPOINTS_KEPT`, keeps whole
+    ones."""
+    checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=checkpoint_step)
+    while checkpoints and not _whole(checkpoints[-1]):
+        shutil.rmtree(checkpoints.pop(), ignore_errors=True)
+    return str(checkpoints[-1]) if checkpoints else None
+
+
+def _whole(checkpoint: Path) -> bool:
+    try:
+        return isinstance(json.loads((checkpoint / TRAINER_STATE).read_text()), dict)
+    except (OSError, ValueError):
+        return False

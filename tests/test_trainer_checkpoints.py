@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from transformers import TrainerControl
 
-from orchrm_dagster.trainer_checkpoints import checkpoint_args, timed_checkpoints
+from orchrm_dagster.trainer_checkpoints import checkpoint_args, last_whole_checkpoint, timed_checkpoints
 
 
 class FakeClock:
@@ -58,3 +58,27 @@ def test_a_checkpoint_is_timed_from_the_last_event_before_it():
 
 def test_transformers_own_schedule_is_off():
     assert checkpoint_args()["save_strategy"] == "no"
+
+
+def saved(folder, step: int, state: str | None = '{"global_step": 1}'):
+    checkpoint = folder / f"checkpoint-{step}"
+    checkpoint.mkdir()
+    (checkpoint / "optimizer.pt").write_bytes(b"\0" * 8)
+    if state is not None:
+        (checkpoint / "trainer_state.json").write_text(state)
+    return checkpoint
+
+
+def test_a_checkpoint_a_kill_cut_short_is_removed_and_the_last_whole_one_resumes(tmp_path):
+    saved(tmp_path, 9)
+    saved(tmp_path, 10)
+    saved(tmp_path, 11, state='{"global_st')  # killed while writing its state
+    saved(tmp_path, 12, state=None)  # killed before its state
+    assert last_whole_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")  # by step, not by name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-10", "checkpoint-9"]
+
+
+def test_no_whole_checkpoint_is_none(tmp_path):
+    saved(tmp_path, 3, state=None)
+    assert last_whole_checkpoint(tmp_path) is None and not any(tmp_path.iterdir())
+    assert last_whole_checkpoint(tmp_path / "absent") is None

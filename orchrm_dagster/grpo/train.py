@@ -18,11 +18,9 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.profile import phase
@@ -35,7 +33,8 @@ from orchrm_dagster.orchestration import sample_seed
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.processes import by_first_process, process_rank
 from orchrm_dagster.rm import bf16_supported
-from orchrm_dagster.trainer_checkpoints import adapter_checkpoints, checkpoint_args, timed_checkpoints
+from orchrm_dagster.trainer_checkpoints import (adapter_checkpoints, checkpoint_args, last_whole_checkpoint,
+                                               timed_checkpoints)
 
 RUN_KEY_FILE = "run_key.json"
 MODEL_SUBDIR = "model"  # the new policy, under a training's output_dir: the checkpoint the round publishes
@@ -250,14 +249,12 @@ def _checkpoint_to_resume(output_dir: str, run_key: dict) -> str | None:
 
 
 def _resumable(output_dir: str, run_key: dict) -> str | None:
-    checkpoints = sorted(map(str, Path(output_dir).glob("checkpoint-*")),
-                         key=lambda p: int(re.search(r"(\d+)$", p).group(1)))
     try:
         with open(os.path.join(output_dir, RUN_KEY_FILE)) as source:
             same = json.load(source) == run_key
     except (OSError, ValueError):
         same = False
-    return checkpoints[-1] if checkpoints and same else None
+    return last_whole_checkpoint(output_dir) if same else None
 
 
 def _start_over(output_dir: str, run_key: dict) -> None:

@@ -21,7 +21,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -43,7 +42,8 @@ from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_es
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
 from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec
-from orchrm_dagster.trainer_checkpoints import adapter_checkpoints, checkpoint_args, timed_checkpoints
+from orchrm_dagster.trainer_checkpoints import (adapter_checkpoints, checkpoint_args, checkpoint_step,
+                                               last_whole_checkpoint, timed_checkpoints)
 
 RUN_KEY_FILE = "run_key.json"
 ADDED_PAD_TOKEN = "<|rm_pad|>"
@@ -85,11 +85,11 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
             fitted = fit(train, config, output_dir, device, checkpoint)
         model_dir = os.path.join(output_dir, MODEL_SUBDIR)
         metrics = _validation_metrics(model_dir, validation, config, device)
-    pairs = pairs_in_steps(_checkpoint_step(checkpoint), fitted.steps, len(train), config.batch_size)
+    pairs = pairs_in_steps(checkpoint_step(checkpoint), fitted.steps, len(train), config.batch_size)
     return TrainResult(model_dir=model_dir, steps=fitted.steps, train_pairs=len(train), seconds=fitted.seconds,
                        pairs_per_second=pairs / fitted.seconds if fitted.seconds > 0 else 0.0,
                        final_loss=fitted.final_loss, validation_metrics=metrics, memory=memory,
-                       resumed_from=_checkpoint_step(checkpoint), checkpoints=fitted.checkpoints,
+                       resumed_from=checkpoint_step(checkpoint), checkpoints=fitted.checkpoints,
                        checkpoint_seconds=fitted.checkpoint_seconds)
 
 
@@ -245,10 +245,10 @@ def _validation_metrics(model_dir: str, validation: PairTexts, config: RMTrainCo
 
 def _checkpoint_to_resume(output_dir: str, run_key: dict, resume: bool) -> str | None:
     key_path = os.path.join(output_dir, RUN_KEY_FILE)
-    checkpoints = sorted(map(str, Path(output_dir).glob("checkpoint-*")), key=_checkpoint_step)
-    if resume and checkpoints and _read_json(key_path) == run_key:
-        return checkpoints[-1]
-    for stale in checkpoints:
+    last = last_whole_checkpoint(output_dir)
+    if resume and last and _read_json(key_path) == run_key:
+        return last
+    for stale in Path(output_dir).glob("checkpoint-*"):
         shutil.rmtree(stale)
     os.makedirs(output_dir, exist_ok=True)
     with open(key_path, "w") as out:
@@ -268,11 +268,6 @@ def _run_key(train: PairTexts, config: RMTrainConfig) -> dict:
     if config.processes > 1:  # each process's share of the data and its random state are in the checkpoints
         key["processes"] = config.processes
     return key
-
-
-def _checkpoint_step(checkpoint: str | None) -> int:
-    match = re.search(r"checkpoint-(\d+)$", checkpoint or "")
-    return int(match.group(1)) if match else 0
 
 
 def _read_json(path: str):
