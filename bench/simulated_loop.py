@@ -9,21 +9,24 @@ tokens from the measured per-agent costs (orchrm_dagster/data/environments/subag
 - fooled: the same reward model (it learnt that verifying agents win), rounds in an environment whose truth ignores that
   cue (`debate_sink`: only a DebateAgent sink fed by two agents answers better, which plans of at most --max-agents 1
   agent never are): its reward, the measured accuracy, the gate's verdicts and where each round started from.
-- profile: one round (`run_round`, what the loop's round asset runs) at a small size, twice: as the round ran before
+- profile: one round (`run_round`, what the loop's round asset runs) at a small size (1 step of a group, 16 held-out plans a side), twice: as the round ran before
   #38 (every weight trained, activation checkpointing on, 2 plans a pass, every plan forwarding its prompt,
   transformers' own KV cache, held-out plans decoded 8 at a time) and as it runs now, each phase's seconds side by side.
 - bon: Best-of-N on held-out problems, N plans sampled per problem and executed in the simulated environment:
   single vs the champion's pick (orchrm_bon) vs majority vote vs the oracle, with tokens.
 
     .venv/bin/python bench/simulated_loop.py [--parts learns,fooled,bon] [--rounds 3] [--fooled-rounds 1]
-        [--steps 4] [--group-size 8] [--plan-tokens 200] [--max-agents 1] [--heldout-problems 8]
-        [--heldout-samples 16] [--learning-rate 5e-4] [--kl-beta 0] [--no-lora] [--work DIR] [--figures DIR]
+        [--steps 6] [--group-size 8] [--plan-tokens 200] [--max-agents 1] [--heldout-problems 8]
+        [--heldout-samples 16] [--learning-rate 1e-3] [--lr-scheduler constant] [--kl-beta 0] [--no-lora]
+        [--work DIR] [--figures DIR]
 
 Sized for 2 CPU cores to decide: 128 executed held-out plans a side per round (8 problems x 16 samples; in this
-environment correctness depends on the plan, not the problem), LoRA, one-agent plans of at most 200 tokens, 4 steps
-of 8 plans per round, KL off (at MAS-Orchestra's 0.001 the term moves nothing a round can measure, and it costs a
+environment correctness depends on the plan, not the problem), LoRA, one-agent plans of at most 200 tokens, 6 steps
+of 8 plans per round at a constant learning rate of 1e-3, KL off (at MAS-Orchestra's 0.001 the term moves nothing a round can measure, and it costs a
 reference forward per step). Each round's seconds by phase (grpo_rounds.seconds_by_phase) are printed, and the plots
-of held-out accuracy and reward over rounds are written as PNGs (--figures).
+of held-out accuracy and reward over rounds are written as PNGs (--figures). With --work, each part's grpo_rounds rows
+are kept in DIR/rows/ too: the token ratio of a run of one reward reads the other reward's rows from an earlier run
+there (and says so).
 """
 
 from __future__ import annotations
@@ -200,14 +203,38 @@ def learns(prepared: Path, tmp: Path, args) -> None:
     results = {}
     for reward in [r for r in args.rewards.split(",") if r]:
         print(f"\nlearns: {args.rounds} rounds rewarded by {reward}", flush=True)
-        results[reward] = run_loop(prepared, tmp / f"learns-{reward}", args, reward)
+        results[reward] = keep_rows(args, f"learns-{reward}",
+                                    run_loop(prepared, tmp / f"learns-{reward}", args, reward))
     print("\n## It learns (SIMULATED environment, truth plan_success_rate)\n")
     for reward, rows in results.items():
         print(f"\nrewards: {reward}\n")
         print(rounds_markdown(rows))
         print("\n" + phases_markdown(rows))
         save_plot(rows, args, f"learns-{reward}")
-    print("\n" + token_ratio(results))
+    earlier = {reward: rows for reward in ("orchrm", "trajectory") if reward not in results
+               for rows in [kept_rows(args, f"learns-{reward}")] if rows}
+    if earlier:
+        print(f"\n(token ratio: the rows of {', '.join(earlier)} are from an earlier run kept in {args.work}/rows)")
+    print("\n" + token_ratio({**earlier, **results}))
+
+
+def keep_rows(args, name: str, rows: list[dict]) -> list[dict]:
+    """`rows` as they are, kept in --work/rows/`name`.json when --work is given."""
+    if args.work:
+        import json
+
+        folder = Path(args.work) / "rows"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps(rows, default=str, indent=1))
+    return rows
+
+
+def kept_rows(args, name: str) -> list[dict] | None:
+    """The rows `keep_rows` kept under `name` in --work (None: none kept)."""
+    import json
+
+    path = Path(args.work or "", "rows", f"{name}.json")
+    return json.loads(path.read_text()) if args.work and path.exists() else None
 
 
 def profile(prepared: Path, tmp: Path, args) -> None:
@@ -218,7 +245,7 @@ def profile(prepared: Path, tmp: Path, args) -> None:
     from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.grpo import Profile, run_round
 
-    size = dict(steps=2, train_problems=2, heldout_problems=2, heldout_samples=16)
+    size = dict(steps=1, train_problems=1, heldout_problems=1, heldout_samples=16)  # "before" is slow: ~10 min
     now = dataclasses.replace(round_settings(args, "orchrm"), **size)
     now = dataclasses.replace(now, execution=now.execution.in_environment("simulated"))
     before = dataclasses.replace(now, lora=False, activation_checkpointing=True, micro_batch_size=2,
@@ -266,7 +293,8 @@ def _as_before(active: bool):
 def fooled(prepared: Path, tmp: Path, args) -> None:
     print(f"\nfooled: {args.fooled_rounds} round(s) rewarded by the reward model that prefers verifying agents, in an "
           f"environment whose truth (debate_sink) ignores them", flush=True)
-    rows = run_loop(prepared, tmp / "fooled-rounds", args, "orchrm", truth="debate_sink", rounds=args.fooled_rounds)
+    rows = keep_rows(args, "fooled", run_loop(prepared, tmp / "fooled-rounds", args, "orchrm", truth="debate_sink",
+                                              rounds=args.fooled_rounds))
     print("\n## It cannot be fooled (SIMULATED environment, truth debate_sink; the reward model learnt that verifying "
           "agents win, a cue this truth ignores)\n")
     print(rounds_markdown(rows))
