@@ -9,9 +9,10 @@ tokens from the measured per-agent costs (orchrm_dagster/data/environments/subag
 - fooled: the same reward model (it learnt that verifying agents win), rounds in an environment whose truth ignores that
   cue (`debate_sink`: only a DebateAgent sink fed by two agents answers better, which plans of at most --max-agents 1
   agent never are): its reward, the measured accuracy, the gate's verdicts and where each round started from.
-- profile: one round (`run_round`, what the loop's round asset runs) at a small size (1 step of a group, 16 held-out plans a side), twice: as the round ran before
-  #38 (every weight trained, activation checkpointing on, 2 plans a pass, every plan forwarding its prompt,
-  transformers' own KV cache, held-out plans decoded 8 at a time) and as it runs now, each phase's seconds side by side.
+- profile: one round (`run_round`, what the loop's round asset runs) at a small size (1 step of a group, 16 held-out
+  plans a side), twice: as the round ran before #38 (every weight trained, activation checkpointing on, 2 plans a
+  pass, every plan forwarding its prompt, transformers' own KV cache, held-out plans decoded 8 at a time) and as it
+  runs now, each phase's seconds side by side.
 - bon: Best-of-N on held-out problems, N plans sampled per problem and executed in the simulated environment:
   single vs the champion's pick (orchrm_bon) vs majority vote vs the oracle, with tokens.
 
