@@ -24,10 +24,10 @@ tokens from the measured per-agent costs (orchrm_dagster/data/environments/subag
 Sized for 2 CPU cores to decide: 128 executed held-out plans a side per round (8 problems x 16 samples; in this
 environment correctness depends on the plan, not the problem), LoRA, one-agent plans of at most 200 tokens, 6 steps
 of 8 plans per round at a constant learning rate of 1e-3, KL off (at MAS-Orchestra's 0.001 the term moves nothing a
-round can measure, and it costs a reference forward per step). Each round's seconds by phase (grpo_rounds.seconds_by_phase) are printed, and the plots
-of held-out accuracy and reward over rounds are written as PNGs (--figures). With --work, each part's grpo_rounds rows
-are kept in DIR/rows/ too: the token ratio of a run of one reward reads the other reward's rows from an earlier run
-there (and says so).
+round can measure, and it costs a reference forward per step). Each round's seconds by phase
+(grpo_rounds.seconds_by_phase) are printed, and the plots of held-out accuracy and reward over rounds are written as
+PNGs (--figures). With --work, each part's grpo_rounds rows are kept in DIR/rows/ too: the token ratio of a run of
+one reward reads the other reward's rows from an earlier run there (and says so).
 """
 
 from __future__ import annotations
