@@ -259,7 +259,7 @@ def profile(prepared: Path, tmp: Path, args) -> None:
         with _as_before(label == "before"):
             started = time.perf_counter()
             outcome = run_round(root, 1, settings, defs.resources["policy_registry"].all_policies(),
-                                defs.resources["llm"].to_engine())
+                                defs.resources["llm"].spec())
         seconds[label] = json.loads(outcome.row["seconds_by_phase"])
         rate = outcome.row["generation_tokens"] / max(outcome.generation_seconds, 1e-9)
         print(f"\n{label}: one round of {settings.steps} steps x {settings.group_size} plans, "
