@@ -42,6 +42,7 @@ from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_es
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
 from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec
+from orchrm_dagster.trainer_args import activation_checkpointing_arg
 from orchrm_dagster.trainer_checkpoints import (adapter_checkpoints, checkpoint_args, checkpoint_step,
                                                last_whole_checkpoint, timed_checkpoints)
 
@@ -206,8 +207,7 @@ def reward_config(config: RMTrainConfig, output_dir: str, device: str) -> Reward
         seed=config.seed,
         use_cpu=device == "cpu",
         bf16=use_bf16(config.precision, device),
-        # transformers 5 renamed gradient_checkpointing; TRL 1.16 still sets the old name (default True).
-        activation_checkpointing=config.gradient_checkpointing,
+        **activation_checkpointing_arg(config.gradient_checkpointing),
         center_rewards_coefficient=config.center_rewards_coefficient,
         max_length=None,  # already truncated by preference_dataset
         train_sampling_strategy="group_by_length",  # batches of similar length pad less
