@@ -34,11 +34,10 @@ from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.processes import by_first_process, process_rank
 from orchrm_dagster.rm import bf16_supported
 from orchrm_dagster.trainer_args import activation_checkpointing_arg
-from orchrm_dagster.trainer_checkpoints import (adapter_checkpoints, checkpoint_args, last_whole_checkpoint,
-                                               timed_checkpoints)
+from orchrm_dagster.trainer_checkpoints import (MODEL_SUBDIR, adapter_checkpoints, checkpoint_args,
+                                               last_whole_checkpoint, timed_checkpoints)
 
 RUN_KEY_FILE = "run_key.json"
-MODEL_SUBDIR = "model"  # the new policy, under a training's output_dir: the checkpoint the round publishes
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,8 @@ class TrainOutcome:
 def memory_and_precision(settings, device: str, native_bf16=bf16_supported) -> dict:
     """GRPOConfig's `bf16` and activation checkpointing (by the name this transformers reads, `trainer_args`): with
     precision auto, bf16 mixed precision on a GPU that runs it natively (on the CPU fp32: autocast there is unmeasured
-    for rounds and changes what the tests train); activation checkpointing only when asked for (it drops the KV cache that lets a group's prompt be forwarded once,
-    `shared_prefix`); `native_bf16(device)` asks the hardware."""
+    for rounds and changes what the tests train); activation checkpointing only when asked for (it drops the KV cache
+    that lets a group's prompt be forwarded once, `shared_prefix`); `native_bf16(device)` asks the hardware."""
     if settings.precision == "auto":
         bf16 = device == "cuda" and native_bf16(device)
     else:
