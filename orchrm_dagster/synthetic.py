@@ -14,10 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from orchrm_dagster.labels import wrong_answer
 from orchrm_dagster.plans import KNOWN_AGENTS, AgentSpec, Plan, render_plan
-from orchrm_dagster.problems import load_shipped
-from orchrm_dagster.truths import truth_named
 
 # The shipped example batch (`example_batch()` wrote it): 48 good runs and 6 lines a producer could get wrong.
 EXAMPLE_BATCH = Path(str(files("orchrm_dagster") / "data" / "examples" / "example_runs.jsonl"))
@@ -74,6 +71,11 @@ def generate_runs(n: int, seed: int = 0, benchmarks: tuple[str, ...] = ("gsm8k_t
     the rate of the run's policy name whatever its plan (one rate for every policy: correctness is noise).
     `environment` names where the records say they were executed ("simulated": their correctness is drawn, as it is
     here)."""
+    # imported here: the plan generator alone (bench/gpu_check.py's) needs no benchmarks, labels or storage
+    from orchrm_dagster.labels import wrong_answer
+    from orchrm_dagster.problems import load_shipped
+    from orchrm_dagster.truths import truth_named
+
     rng = random.Random(seed)
     truth = truth_named("plan_success_rate")
     truth_settings = truth.config()

@@ -23,6 +23,9 @@ from pathlib import Path
 from orchrm_dagster.engine_config import Field
 from orchrm_dagster.lora import is_adapted, save_trained
 
+MODEL_SUBDIR = "model"  # the trained model (safetensors + tokenizer), under a training's output_dir beside its
+# trainer checkpoints, and in the store's folder of the version or round it is published as
+
 CHECKPOINTS_KEPT = 2  # the last, and the one before it should the last be cut short by a kill
 TRAINER_STATE = "trainer_state.json"  # transformers writes it last into a checkpoint: its mark of a whole one
 

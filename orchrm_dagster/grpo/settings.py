@@ -8,6 +8,8 @@ from orchrm_dagster.engine_config import Field, engine_config, sections_config
 from orchrm_dagster.grpo.gate import GateName, GateRule
 from orchrm_dagster.grpo.methods import METHODS, registered_methods
 from orchrm_dagster.grpo.rewards import REWARDS, reward_kinds
+from orchrm_dagster.llm.kv_cache import DecodingCache, decoding_cache_field
+from orchrm_dagster.llm.vllm_backend import vllm_imports
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import ScoringSettings
 from orchrm_dagster.trainer_checkpoints import checkpoint_minutes_field
@@ -85,9 +87,9 @@ class GRPOSettings:
     temperature: float = Field(default=1.0, description="Sampling temperature of plans while training")
     max_completion_tokens: int = Field(default=384, description="Token budget of a plan (the grammar fits it)")
     max_agents: int = Field(default=2, description="Most sub-agents a plan may use (the grammar enforces it)")
-    grammar: bool = Field(default=True, description="Constrain sampled plans to the plan grammar (transformers "
-                                                    "generation); see unparseable_margin for a plan that does "
-                                                    "not parse")
+    grammar: bool = Field(default=True, description="Constrain sampled plans to the plan grammar (the runner's "
+                                                    "decoding, or vLLM's structured outputs); see "
+                                                    "unparseable_margin for a plan that does not parse")
     lora: bool | None = Field(
         default=None, description="Train LoRA adapters (peft) instead of every weight; unset: LoRA on the CPU "
                                   "(a round there trains in minutes), every weight on a GPU")
@@ -100,9 +102,12 @@ class GRPOSettings:
         default=None, description="Recompute activations in the backward pass: less memory, ~20% slower, and the "
                                   "group's prompt is then forwarded once per plan (checkpointed layers keep no KV "
                                   "cache); unset: off")
-    generation: Literal["transformers", "vllm_colocate", "vllm_server"] = Field(
-        default="transformers", description="How the trainer samples plans: transformers (CPU or GPU), or vLLM "
-                                            "(colocated engine, or a `trl vllm-serve` server; GPU, gpu extra)")
+    generation: Literal["auto", "transformers", "vllm_colocate", "vllm_server"] = Field(
+        default="auto", description="How the trainer samples plans: transformers (the runner's batched decoding, CPU "
+                                    "or GPU), or vLLM (colocated engine, or a `trl vllm-serve` server; GPU, gpu "
+                                    "extra); the plan grammar constrains each of them. auto: vllm_colocate on CUDA "
+                                    "where vLLM imports, else transformers")
+    decoding_cache: DecodingCache = decoding_cache_field()
     vllm_server_url: str | None = Field(
         default=None, description="vllm_server: the base URL of TRL's weight-syncing server (`trl vllm-serve`, "
                                   "deploy/k8s/trl-vllm-serve.yaml: http://trl-vllm-serve.orchrm.svc:8000), not the "
@@ -173,6 +178,12 @@ class GRPOSettings:
     def micro_batch(self) -> int:
         """Plans per pass: micro_batch_size, or each process's whole share of the group."""
         return self.micro_batch_size or max(1, self.group_size // max(1, self.processes))
+
+    def generation_on(self, device: str) -> Literal["transformers", "vllm_colocate", "vllm_server"]:
+        """`generation`, or auto: vllm_colocate on CUDA where vLLM imports, else transformers."""
+        if self.generation != "auto":
+            return self.generation
+        return "vllm_colocate" if device == "cuda" and vllm_imports() else "transformers"
 
     def uses_lora(self, device: str) -> bool:
         """`lora`, or unset: on the CPU."""

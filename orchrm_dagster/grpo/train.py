@@ -33,11 +33,11 @@ from orchrm_dagster.orchestration import sample_seed
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 from orchrm_dagster.processes import by_first_process, process_rank
 from orchrm_dagster.rm import bf16_supported
-from orchrm_dagster.trainer_checkpoints import (adapter_checkpoints, checkpoint_args, last_whole_checkpoint,
-                                               timed_checkpoints)
+from orchrm_dagster.trainer_args import activation_checkpointing_arg
+from orchrm_dagster.trainer_checkpoints import (MODEL_SUBDIR, adapter_checkpoints, checkpoint_args,
+                                               last_whole_checkpoint, timed_checkpoints)
 
 RUN_KEY_FILE = "run_key.json"
-MODEL_SUBDIR = "model"  # the new policy, under a training's output_dir: the checkpoint the round publishes
 
 
 @dataclass(frozen=True)
@@ -59,16 +59,15 @@ class TrainOutcome:
 
 
 def memory_and_precision(settings, device: str, native_bf16=bf16_supported) -> dict:
-    """GRPOConfig's `bf16` and `activation_checkpointing`: with precision auto, bf16 mixed precision on a GPU that
-    runs it natively (on the CPU fp32: autocast there is unmeasured for rounds and changes what the tests train);
-    activation checkpointing only when asked for (it drops the KV cache that lets a group's prompt be forwarded once,
-    `shared_prefix`); `native_bf16(device)` asks the hardware."""
+    """GRPOConfig's `bf16` and activation checkpointing (by the name this transformers reads, `trainer_args`): with
+    precision auto, bf16 mixed precision on a GPU that runs it natively (on the CPU fp32: autocast there is unmeasured
+    for rounds and changes what the tests train); activation checkpointing only when asked for (it drops the KV cache
+    that lets a group's prompt be forwarded once, `shared_prefix`); `native_bf16(device)` asks the hardware."""
     if settings.precision == "auto":
         bf16 = device == "cuda" and native_bf16(device)
     else:
         bf16 = settings.precision == "bf16"
-    checkpointing = settings.activation_checkpointing
-    return {"bf16": bf16, "activation_checkpointing": bool(checkpointing)}
+    return {"bf16": bf16, **activation_checkpointing_arg(bool(settings.activation_checkpointing))}
 
 
 def lora_config(settings, device: str | None = None):
@@ -82,11 +81,6 @@ def lora_config(settings, device: str | None = None):
 def grpo_config(settings, output_dir: str, device: str):
     from trl import GRPOConfig
 
-    vllm = {}
-    if settings.generation != "transformers":
-        vllm = {"use_vllm": True, "vllm_mode": "colocate" if settings.generation == "vllm_colocate" else "server"}
-        if settings.vllm_server_url:
-            vllm["vllm_server_base_url"] = settings.vllm_server_url
     return GRPOConfig(
         # one optimizer step = one problem's group, in micro-batches (a whole group of long prompts at once takes
         # tens of GB: the logits alone are plans x tokens x a 49k vocabulary)
@@ -103,7 +97,30 @@ def grpo_config(settings, output_dir: str, device: str):
         reward_weights=list(settings.weights), multi_objective_aggregation="sum_then_normalize", scale_rewards="group",
         logging_steps=1, **settings.training_logs(output_dir, MODEL_SUBDIR).trainer_args(),
         **checkpoint_args(),  # by the clock: `train_round`'s callback
-        disable_tqdm=True, shuffle_dataset=False, **vllm)
+        disable_tqdm=True, shuffle_dataset=False, **vllm_args(settings, device))
+
+
+def vllm_args(settings, device: str) -> dict:
+    """GRPOConfig's vLLM arguments where the round generates with vLLM on `device` (none for transformers): the plan
+    grammar goes to vLLM's structured outputs (xgrammar reads the same EBNF as the runner's decoding)."""
+    generation = settings.generation_on(device)
+    if generation == "transformers":
+        return {}
+    args = {"use_vllm": True, "vllm_mode": "colocate" if generation == "vllm_colocate" else "server"}
+    if settings.vllm_server_url:
+        args["vllm_server_base_url"] = settings.vllm_server_url
+    grammar = plan_grammar(settings)
+    if grammar is not None:
+        args["generation_kwargs"] = {"structured_outputs": {"grammar": grammar}}
+    return args
+
+
+def plan_grammar(settings) -> str | None:
+    """The plan grammar sampled plans follow (fit to the round's plan budget and agent limit); None: grammar off."""
+    if not settings.grammar:
+        return None
+    return plan_grammar_ebnf(max_agents=settings.max_agents, bounds=TextBounds.fit(settings.max_completion_tokens,
+                                                                                   settings.max_agents))
 
 
 def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_dir: str) -> TrainOutcome:
@@ -119,7 +136,7 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
     with phase("policy load (trainer set-up)"):
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         args = grpo_config(settings, output_dir, device)
-        sampler = PlanSampler(tokenizer, settings) if settings.generation == "transformers" else None
+        sampler = PlanSampler(tokenizer, settings) if settings.generation_on(device) == "transformers" else None
         trainer = round_trainer_class()(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
                                         processing_class=tokenizer, peft_config=lora_config(settings, device),
                                         rollout_func=sampler,
@@ -170,8 +187,7 @@ class PlanSampler:
     def __init__(self, tokenizer, settings):
         self.tokenizer = tokenizer
         self.settings = settings
-        self.grammar = plan_grammar_ebnf(max_agents=settings.max_agents, bounds=TextBounds.fit(
-            settings.max_completion_tokens, settings.max_agents)) if settings.grammar else None
+        self.grammar = plan_grammar(settings)
         self.calls: list[tuple[float, int]] = []  # (seconds, completion tokens) of each call
 
     def __call__(self, prompts: list, trainer) -> dict:
@@ -186,7 +202,8 @@ class PlanSampler:
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
                                          ) as model:
-            rows = sample_rows(loaded_model(model, self.tokenizer), requests, max_batch_size=len(requests))
+            rows = sample_rows(loaded_model(model, self.tokenizer), requests, max_batch_size=len(requests),
+                               decoding_cache=self.settings.decoding_cache)
         seconds = time.perf_counter() - started
         failed = next((row.error for row in rows if isinstance(row, Completion)), None)
         if failed is not None:

@@ -1,14 +1,26 @@
-"""A KV cache for the decoding loop that does not copy itself at every token.
+"""The decoding loop's KV caches: one that grows in place (the CPU's), and a static one (a GPU's).
 
 transformers' DynamicCache appends each new token's keys and values with `torch.cat`, which copies the whole cache of
 every layer at every step: with a 1,400-token few-shot prompt that copy was 46% of a decoding step on the CPU (the
-model's matrix products 23%). This cache keeps each layer in a buffer with room to grow (doubling when full), writes
-a step's keys in place and hands the attention a view of the filled part. Same values, same results."""
+model's matrix products 23%). The growing cache keeps each layer in a buffer with room to grow (doubling when full),
+writes a step's keys in place and hands the attention a view of the filled part. Same values, same results.
+
+On a GPU a decode step of a small model is mostly kernel launches: the static cache (transformers' StaticCache, one
+buffer of batch x (prompt + new tokens) a layer) gives every step the same shapes, so the step can be compiled and
+replayed as CUDA graphs (`transformers_backend`), the way transformers' own `generate` runs with
+`cache_implementation="static"`."""
 
 from __future__ import annotations
 
+import weakref
+from typing import Literal
+
 import torch
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, StaticCache
+
+from orchrm_dagster.engine_config import Field
+
+DecodingCache = Literal["auto", "growing", "static"]
 
 INITIAL_ROOM = 256  # tokens of room a layer gets beyond what it holds when it (re)allocates
 
@@ -56,8 +68,53 @@ class GrowingCache(DynamicCache):
 def decoding_cache(model) -> Cache | None:
     """A GrowingCache for a model whose layers all attend over the whole sequence; None (the model's own cache) for
     one with sliding-window, linear or otherwise special layers."""
+    return GrowingCache() if full_attention_only(model) else None
+
+
+def full_attention_only(model) -> bool:
+    """Every layer of the model attends over the whole sequence (no sliding-window, linear or special layers)."""
     config = model.config.get_text_config(decoder=True)
     layer_types = getattr(config, "layer_types", None) or ()
-    if getattr(config, "sliding_window", None) or any(kind != "full_attention" for kind in layer_types):
-        return None
-    return GrowingCache()
+    return not getattr(config, "sliding_window", None) and all(kind == "full_attention" for kind in layer_types)
+
+
+def decoding_cache_field():
+    return Field(default="auto", description="The KV cache of the decoding loop: growing (buffers that grow in "
+                                             "place; a step costs what the rows still decoding need), or static (one "
+                                             "buffer of batch x (prompt + new tokens), the decode step compiled and "
+                                             "replayed as CUDA graphs on a GPU); auto: static on CUDA, growing "
+                                             "elsewhere (on the CPU a compiled step gains little and the static "
+                                             "cache would keep finished rows in the batch)")
+
+
+def resolved_cache_kind(setting: DecodingCache, device: str) -> Literal["growing", "static"]:
+    """The cache `setting` names on `device` ("auto": static on CUDA, growing elsewhere)."""
+    if setting == "auto":
+        return "static" if device == "cuda" else "growing"
+    return setting
+
+
+STATIC_ROOM = 256  # a static cache's length is rounded up to a multiple of it: prompts of other lengths reuse it
+_STATIC_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (its shape, its last StaticCache)
+
+
+def filled_static_cache(model, prefilled: Cache, length: int) -> StaticCache:
+    """A StaticCache with room for `length` tokens a row (rounded up to STATIC_ROOM) holding what `prefilled` (a
+    GrowingCache of the prompts) holds. The model's last one, reset, when its shape is the same: a compiled decode
+    step keeps its CUDA graphs (a new cache is new static addresses, and the graphs are recorded again)."""
+    first = prefilled.layers[0].keys
+    shape = (first.shape[0], -(-length // STATIC_ROOM) * STATIC_ROOM, first.dtype, first.device)
+    held_shape, cache = _STATIC_CACHES.get(model, (None, None))
+    if held_shape == shape:
+        cache.reset()
+    else:
+        cache = StaticCache(config=model.config, max_cache_len=shape[1])
+        _STATIC_CACHES[model] = (shape, cache)
+    for index, layer in enumerate(prefilled.layers):
+        cache.update(layer.keys, layer.values, index)
+    return cache
+
+
+def static_cache_length(cache: StaticCache) -> int:
+    """The tokens a row of `cache` has room for (its attention mask's width)."""
+    return cache.layers[0].max_cache_len

@@ -6,7 +6,8 @@ that the whole pipeline works on a laptop without downloads. Models are loaded o
 
 Decoding is a small loop over the model's forward pass with a KV cache (rather than
 ``model.generate``) so that each row of a batch can have its own seed (a ``torch.Generator``), its
-own ``max_new_tokens`` and stop strings, and its own grammar matcher.
+own ``max_new_tokens`` and stop strings, and its own grammar matcher. The cache (``decoding_cache``:
+growing or static, ``llm.kv_cache``) changes how fast a step runs, not what it samples.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.base import ChatRequest, Completion, SamplingSettings
 from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
-from orchrm_dagster.llm.kv_cache import decoding_cache
+from orchrm_dagster.llm.kv_cache import (DecodingCache, decoding_cache, decoding_cache_field, filled_static_cache,
+                                         full_attention_only, resolved_cache_kind, static_cache_length)
 from orchrm_dagster.llm.registry import register_backend
 
 
@@ -114,12 +116,14 @@ class TransformersBackend:
     batches_in_process = True  # concurrent callers gain from sharing a batch (llm.coalescing)
 
     def __init__(self, model_path: str | None = None, gguf_file: str | None = None, device: str = "auto",
-                 dtype: str = "float32", max_batch_size: int = 8, name: str = "transformers"):
+                 dtype: str = "float32", max_batch_size: int = 8, name: str = "transformers",
+                 decoding_cache: DecodingCache = "auto"):
         if model_path is None:
             model_path, gguf_file = str(embedded_model_dir()), gguf_file or EMBEDDED_GGUF
         self.name = name
         self.model_id = Path(gguf_file).stem if gguf_file else model_path
         self.max_batch_size = max(1, max_batch_size)
+        self.decoding_cache = decoding_cache
         self._model_key = (model_path, gguf_file, device, dtype)
 
     def loaded(self) -> LoadedModel:
@@ -134,7 +138,7 @@ class TransformersBackend:
         except Exception as exc:
             return [_failed(f"loading {self.model_id} failed: {exc!r}") for _ in requests]
         return [_completion(lm, row) if isinstance(row, _Row) else row
-                for row in sample_rows(lm, requests, self.max_batch_size)]
+                for row in sample_rows(lm, requests, self.max_batch_size, self.decoding_cache)]
 
 
 @register_backend
@@ -149,12 +153,14 @@ class TransformersSpec:
     dtype: str = Field(default="auto", description="Weights dtype; auto = float32 on CPU, the checkpoint's own "
                                                    "elsewhere")
     max_batch_size: int = Field(default=8, description="Rows per forward pass")
+    decoding_cache: DecodingCache = decoding_cache_field()
 
     loads_model_folders: ClassVar[bool] = True
 
     def build(self) -> TransformersBackend:
         return TransformersBackend(model_path=self.model, gguf_file=self.gguf_file, device=self.device,
-                                   dtype=self.dtype, max_batch_size=self.max_batch_size)
+                                   dtype=self.dtype, max_batch_size=self.max_batch_size,
+                                   decoding_cache=self.decoding_cache)
 
 
 def _failed(message: str) -> Completion:
@@ -179,9 +185,12 @@ def _batches(rows: list[_Row], max_batch_size: int) -> Iterator[list[_Row]]:
             yield group[start:start + max_batch_size]
 
 
-def sample_rows(lm: LoadedModel, requests: list[ChatRequest], max_batch_size: int) -> list[_Row | Completion]:
+def sample_rows(lm: LoadedModel, requests: list[ChatRequest], max_batch_size: int,
+                decoding_cache: DecodingCache = "auto") -> list[_Row | Completion]:
     """Each request decoded (batched, grammar-constrained, seeded per row): its row, with the prompt's token ids and
-    the sampled ones, or a failed Completion saying why. The one decoding routine of the runner and of GRPO rounds."""
+    the sampled ones, or a failed Completion saying why. The one decoding routine of the runner and of GRPO rounds.
+    `decoding_cache` picks the KV cache on the model's device (`llm.kv_cache.resolved_cache_kind`)."""
+    static = resolved_cache_kind(decoding_cache, lm.model.device.type) == "static" and full_attention_only(lm.model)
     results: list[_Row | Completion | None] = [None] * len(requests)
     rows: list[_Row] = []
     for index, request in enumerate(requests):
@@ -190,13 +199,13 @@ def sample_rows(lm: LoadedModel, requests: list[ChatRequest], max_batch_size: in
         except Exception as exc:
             results[index] = _failed(f"bad request: {exc!r}")
     for batch in _batches(rows, max_batch_size):
-        failure = _run_batch(lm, batch)
+        failure = _run_batch(lm, batch, static)
         for row in batch:
             results[row.index] = failure or row
     return results
 
 
-def _run_batch(lm: LoadedModel, rows: list[_Row]) -> Completion | None:
+def _run_batch(lm: LoadedModel, rows: list[_Row], static: bool) -> Completion | None:
     """Decodes the rows in place; the failed Completion every row of the batch gets when it fails."""
     try:
         processor = _grammar_processor(lm, rows)
@@ -204,7 +213,7 @@ def _run_batch(lm: LoadedModel, rows: list[_Row]) -> Completion | None:
         return _failed(f"bad grammar: {exc}")
     try:
         with lm.lock, torch.inference_mode():
-            _decode(lm, rows, processor)
+            _decode(lm, rows, processor, static)
     except Exception as exc:
         return _failed(f"generation failed: {exc!r}")
     return None
@@ -219,10 +228,12 @@ def _grammar_processor(lm: LoadedModel, rows: list[_Row]) -> GrammarLogitsProces
     return GrammarLogitsProcessor(compiled, len(rows), lm.eos_token_id)
 
 
-def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor | None) -> None:
-    """Generates every row to its end (stop token, stop string or max_new_tokens), in place. Rows that finished leave
-    the batch once they are a quarter of it, so a step costs what the rows still decoding need (a row's tokens depend
-    on its own seed and scores only, not on which rows share its batch)."""
+def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor | None, static: bool) -> None:
+    """Generates every row to its end (stop token, stop string or max_new_tokens), in place. On a growing cache rows
+    that finished leave the batch once they are a quarter of it, so a step costs what the rows still decoding need (a
+    row's tokens depend on its own seed and scores only, not on which rows share its batch). On a static cache they
+    stay (feeding padding): a smaller batch is another shape, so another compiled graph, and a cache copied into new
+    buffers; on a GPU a step of a few rows more costs little, as it reads the same weights."""
     model, device = lm.model, lm.model.device
     temperature, top_p = rows[0].sampling.temperature, rows[0].sampling.top_p
     input_ids, attention = _left_pad([row.prompt_ids for row in rows], lm.pad_token_id, device)
@@ -230,8 +241,14 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
     generators = [_generator(row.sampling.seed, device) for row in rows]
     out = _prefill(model, input_ids, attention, positions, [tuple(row.prompt_ids) for row in rows])
     logits, cache = out.logits[:, -1, :], out.past_key_values
+    steps, prompt_width = max(row.sampling.max_new_tokens for row in rows), input_ids.shape[1]
+    if static:
+        cache = filled_static_cache(model, cache, prompt_width + steps)
+        # the mask covers the whole cache from the start; a step opens its token's column
+        attention = torch.nn.functional.pad(attention, (0, static_cache_length(cache) - prompt_width))
+    forward = _decode_step(model, static)
     live, last = list(range(len(rows))), input_ids  # the rows still in the batch, by index into rows
-    for _ in range(max(row.sampling.max_new_tokens for row in rows)):
+    for step in range(steps):
         scores = logits.float()
         if processor is not None:
             scores = processor(last, scores)
@@ -245,7 +262,7 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
         done = [rows[i].finish_reason is not None for i in live]
         if all(done):
             break
-        if 4 * sum(done) >= len(live):
+        if not static and 4 * sum(done) >= len(live):
             keep = [k for k, finished in enumerate(done) if not finished]
             index = torch.tensor(keep, device=device)
             cache.batch_select_indices(index)
@@ -254,12 +271,25 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
                 processor.keep_rows(keep)
             live, done = [live[k] for k in keep], [False] * len(keep)
         last = chosen.masked_fill(torch.tensor(done, device=device), lm.pad_token_id)[:, None]
-        attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
+        if static:
+            attention[:, prompt_width + step] = 1
+        else:
+            attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
         positions = positions[:, -1:] + 1
-        logits = model(input_ids=last, attention_mask=attention, position_ids=positions, past_key_values=cache,
-                       use_cache=True).logits[:, -1, :]
+        logits = forward(input_ids=last, attention_mask=attention, position_ids=positions, past_key_values=cache)
     for row in rows:
         row.finish_reason = row.finish_reason or "length"
+
+
+def _decode_step(model, static: bool):
+    """The decode step: the last token's logits (rows x vocabulary) after one forward pass. On a static cache on CUDA
+    the forward pass is compiled as transformers' `generate` compiles it with a static cache (`get_compiled_call`:
+    its CompileConfig, inductor with CUDA graphs, "reduce-overhead"; the prefill is never compiled), and the logits
+    are copied out of the graphs' memory, which the next replay overwrites."""
+    if static and model.device.type == "cuda" and hasattr(model, "get_compiled_call"):
+        compiled = model.get_compiled_call(None)
+        return lambda **inputs: compiled(**inputs, use_cache=True).logits[:, -1, :].to(torch.float32, copy=True)
+    return lambda **inputs: model(**inputs, use_cache=True).logits[:, -1, :]
 
 
 def _prefill(model, input_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor, prompts: list[tuple]):

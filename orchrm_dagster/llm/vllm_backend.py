@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar, Literal
 
 from orchrm_dagster.engine_config import Field, engine_config
@@ -9,6 +10,16 @@ from orchrm_dagster.llm.base import ChatRequest, Completion
 from orchrm_dagster.llm.registry import register_backend
 
 INSTALL_HINT = "pip install -e '.[gpu]'"
+
+
+@functools.cache
+def vllm_imports() -> bool:
+    """vLLM is installed and imports (a build for another torch or CUDA fails here, not halfway through a round)."""
+    try:
+        import vllm  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 class VLLMBackend:

@@ -156,6 +156,13 @@ class RewardScorer(LengthBatchedScorer):
         return [len(row) for row in self.tokenizer(list(plans), add_special_tokens=False, verbose=False)["input_ids"]]
 
 
+def scorer_for(model_dir: str, settings) -> RewardScorer:
+    """The in-process scorer `settings` (a ScoringSettings) describe, of the model in `model_dir`: what rm_scores,
+    Best-of-N, GRPO's rewards and `orchrm serve` score with."""
+    return RewardScorer(model_dir, settings.device, settings.max_length, settings.batch_size, settings.batch_tokens,
+                        dtype=settings.dtype)
+
+
 def evaluate_pairs(scorer: RewardScorer, pairs: PairTexts) -> dict:
     """`pairwise_metrics` of the scorer on pairs; lengths are untruncated plan tokens."""
     n = len(pairs)

@@ -36,13 +36,13 @@ from orchrm_dagster.devices import resolve_device, torch_dtype
 from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.lora import is_adapted, lora_config, save_trained
 from orchrm_dagster.processes import run_data_parallel
-from orchrm_dagster.rm.checkpoints import MODEL_SUBDIR
 from orchrm_dagster.rm.config import RMTrainConfig, backbone_path, use_bf16
 from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_estimate
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
 from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec
-from orchrm_dagster.trainer_checkpoints import (adapter_checkpoints, checkpoint_args, checkpoint_step,
+from orchrm_dagster.trainer_args import activation_checkpointing_arg
+from orchrm_dagster.trainer_checkpoints import (MODEL_SUBDIR, adapter_checkpoints, checkpoint_args, checkpoint_step,
                                                last_whole_checkpoint, timed_checkpoints)
 
 RUN_KEY_FILE = "run_key.json"
@@ -206,8 +206,7 @@ def reward_config(config: RMTrainConfig, output_dir: str, device: str) -> Reward
         seed=config.seed,
         use_cpu=device == "cpu",
         bf16=use_bf16(config.precision, device),
-        # transformers 5 renamed gradient_checkpointing; TRL 1.16 still sets the old name (default True).
-        activation_checkpointing=config.gradient_checkpointing,
+        **activation_checkpointing_arg(config.gradient_checkpointing),
         center_rewards_coefficient=config.center_rewards_coefficient,
         max_length=None,  # already truncated by preference_dataset
         train_sampling_strategy="group_by_length",  # batches of similar length pad less

@@ -185,10 +185,9 @@ def version_scorer(root: StorageRoot, version: int, settings: ScoringSettings):
         served = settings.vllm_model.replace("{version}", str(version)) if settings.vllm_model else folder
         return VLLMPoolingScorer(settings.vllm_url, served, folder, settings.max_length, settings.batch_size,
                                  max_batch_tokens=settings.batch_tokens)
-    from orchrm_dagster.rm.score import RewardScorer
+    from orchrm_dagster.rm.score import scorer_for
 
-    return RewardScorer(folder, settings.device, settings.max_length, settings.batch_size, settings.batch_tokens,
-                        dtype=settings.dtype)
+    return scorer_for(folder, settings)
 
 
 def latest_version(root: StorageRoot) -> int | None:

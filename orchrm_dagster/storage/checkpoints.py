@@ -22,9 +22,9 @@ from pathlib import Path
 
 from orchrm_dagster.storage.locks import root_lock
 from orchrm_dagster.storage.root import StorageRoot, local_work_dir
+from orchrm_dagster.trainer_checkpoints import MODEL_SUBDIR  # noqa: F401  (the store's model folder: the trainer's)
 
 MANIFEST = "manifest.json"
-MODEL_SUBDIR = "model"  # the model (safetensors + tokenizer) inside a folder that holds more than its model
 
 
 def folder_name(prefix: str, number: int) -> str:

@@ -6,7 +6,8 @@ import pytest
 import xgrammar as xgr
 
 from orchrm_dagster.grpo import GRPOSettings
-from orchrm_dagster.grpo.train import completions_per_step, generated_tokens, grpo_config, train_round
+from orchrm_dagster.grpo import settings as settings_module
+from orchrm_dagster.grpo.train import completions_per_step, generated_tokens, grpo_config, plan_grammar, train_round
 from orchrm_dagster.llm import compile_grammar
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 
@@ -25,6 +26,26 @@ def test_generated_tokens_add_up_every_logged_steps_mean_completion_length():
 def test_a_step_samples_one_whole_group_whatever_the_micro_batch(tmp_path, generation):
     settings = GRPOSettings(group_size=8, micro_batch_size=2, generation=generation)
     assert completions_per_step(grpo_config(settings, str(tmp_path), "cpu")) == 8
+
+
+@pytest.mark.parametrize("vllm_imports", [True, False])
+def test_a_round_generates_with_colocated_vllm_on_cuda_where_vllm_imports(monkeypatch, vllm_imports):
+    monkeypatch.setattr(settings_module, "vllm_imports", lambda: vllm_imports)
+    assert GRPOSettings().generation_on("cuda") == ("vllm_colocate" if vllm_imports else "transformers")
+    assert GRPOSettings().generation_on("cpu") == "transformers"  # the CPU's rounds are unchanged
+    assert GRPOSettings(generation="transformers").generation_on("cuda") == "transformers"
+
+
+def test_a_round_on_vllm_keeps_the_plan_grammar(tmp_path):
+    settings = GRPOSettings(generation="vllm_colocate", group_size=8, micro_batch_size=2)
+    args = grpo_config(settings, str(tmp_path), "cpu")
+    assert args.use_vllm and args.vllm_mode == "colocate"
+    assert args.generation_kwargs == {"structured_outputs": {"grammar": plan_grammar(settings)}}
+    assert plan_grammar(settings) == plan_grammar_ebnf(max_agents=settings.max_agents, bounds=TextBounds.fit(
+        settings.max_completion_tokens, settings.max_agents))
+    off = grpo_config(GRPOSettings(generation="vllm_server", grammar=False), str(tmp_path), "cpu")
+    assert off.use_vllm and not off.generation_kwargs
+    assert not grpo_config(GRPOSettings(), str(tmp_path), "cpu").use_vllm  # auto on the CPU: transformers
 
 
 @pytest.fixture(scope="module")
