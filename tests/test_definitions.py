@@ -44,7 +44,8 @@ def test_the_llm_resource_takes_one_backend_by_kind():
                               ).spec() == served
     assert LLMBackendResource(backend=served).spec() == served
     launchpad = LLMBackendResource.to_config_schema().as_field().config_type.fields["backend"]
-    assert launchpad.default_value == {"transformers": {"device": "auto", "dtype": "auto", "max_batch_size": 8}}
+    assert launchpad.default_value == {"transformers": {"device": "auto", "dtype": "auto", "max_batch_size": 8,
+                                                         "decoding_cache": "auto"}}
     with pytest.raises(ValueError, match=r"openai\.device"):
         LLMBackendResource(backend={"kind": "openai", "base_url": "http://vllm:8000/v1", "model": "m", "device": "cpu"})
 

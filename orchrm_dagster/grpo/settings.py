@@ -8,8 +8,7 @@ from orchrm_dagster.engine_config import Field, engine_config, sections_config
 from orchrm_dagster.grpo.gate import GateName, GateRule
 from orchrm_dagster.grpo.methods import METHODS, registered_methods
 from orchrm_dagster.grpo.rewards import REWARDS, reward_kinds
-from orchrm_dagster.llm.kv_cache import DecodingCache, decoding_cache_field
-from orchrm_dagster.llm.vllm_backend import vllm_imports
+from orchrm_dagster.llm import DecodingCache, decoding_cache_field, vllm_imports
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import ScoringSettings
 from orchrm_dagster.trainer_checkpoints import checkpoint_minutes_field

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchrm_dagster"
 
 FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry", "training_logs", "lora", "processes",
-              "trainer_checkpoints"}
+              "trainer_checkpoints", "trainer_args"}
 ALLOWED: dict[str, set[str]] = {
     "contract": set(),
     "engine_config": set(),
@@ -33,7 +33,9 @@ ALLOWED: dict[str, set[str]] = {
     "processes": set(),
     "training_logs": {"engine_config"},
     "trainer_checkpoints": {"engine_config", "lora"},
-    "storage": {"contract", "engine_config"},
+    "trainer_args": set(),
+    "storage": {"contract", "engine_config", "trainer_checkpoints"},  # the store's model folder is the trainers'
+
     "plans": set(),
     "llm": {"engine_config", "devices", "registry"},
     "labels": {"contract", "engine_config", "storage", "registry"},
@@ -45,13 +47,13 @@ ALLOWED: dict[str, set[str]] = {
     "synthetic": {"contract", "plans", "problems", "labels", "truths"},
     "environments": {"contract", "engine_config", "llm", "mas", "plans", "labels", "registry", "truths", "synthetic"},
     "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic",
-           "training_logs", "lora", "processes", "trainer_checkpoints"},
+           "training_logs", "lora", "processes", "trainer_checkpoints", "trainer_args"},
     "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm", "environments"},
     "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting", "registry",
                    "environments"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
              "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments", "lora",
-             "processes", "trainer_checkpoints"},
+             "processes", "trainer_checkpoints", "trainer_args"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
     "serving": {"storage", "rm", "engine_config"},
     "training_jobs": {"engine_config", "storage", "rm", "grpo", "llm", "orchestration"},
