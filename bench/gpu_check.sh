@@ -8,12 +8,7 @@
 # On a GPU machine without the project's environment, carry .whl/ (bash bench/gpu_wheels.sh): the wheels the check
 # needs are installed from it (to /tmp/gpu_check_site) when the python lacks them.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-python="${PYTHON:-}"
-if [[ -z "$python" ]]; then
-  if [[ -x .venv/bin/python ]]; then python=.venv/bin/python; else python=python3; fi
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/_python.sh"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 needed="import trl, datasets, xgrammar, pydantic, orjson"
 if ! "$python" -c "$needed" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then

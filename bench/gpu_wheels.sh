@@ -7,12 +7,7 @@
 # Not carried, and not needed: duckdb and polars (24 + 55 MB; the check's modules do not import them), dagster, vLLM
 # (far over the limit, and it pins another torch).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-python="${PYTHON:-}"
-if [[ -z "$python" ]]; then
-  if [[ -x .venv/bin/python ]]; then python=.venv/bin/python; else python=python3; fi
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/_python.sh"
 packages=(trl datasets dill multiprocess xgrammar apache-tvm-ffi pydantic pydantic-core annotated-types
           typing-inspection typing-extensions orjson)
 pinned=()

@@ -212,8 +212,10 @@ def learns(prepared: Path, tmp: Path, args) -> None:
         print(rounds_markdown(rows))
         print("\n" + phases_markdown(rows))
         save_plot(rows, args, f"learns-{reward}")
-    earlier = {reward: rows for reward in ("orchrm", "trajectory") if reward not in results
-               for rows in [kept_rows(args, f"learns-{reward}")] if rows}
+    earlier = {}  # the other reward's rows, from an earlier run kept in --work
+    for reward in {"orchrm", "trajectory"} - set(results):
+        if rows := kept_rows(args, f"learns-{reward}"):
+            earlier[reward] = rows
     if earlier:
         print(f"\n(token ratio: the rows of {', '.join(earlier)} are from an earlier run kept in {args.work}/rows)")
     print("\n" + token_ratio({**earlier, **results}))
@@ -246,7 +248,7 @@ def profile(prepared: Path, tmp: Path, args) -> None:
     from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.grpo import Profile, run_round
 
-    size = dict(steps=1, train_problems=1, heldout_problems=1, heldout_samples=16)  # "before" is slow: ~10 min
+    size = dict(steps=1, train_problems=1, heldout_problems=1, heldout_samples=16)  # "before" trains every weight
     now = dataclasses.replace(round_settings(args, "orchrm"), **size)
     now = dataclasses.replace(now, execution=now.execution.in_environment("simulated"))
     before = dataclasses.replace(now, lora=False, activation_checkpointing=True, micro_batch_size=2,
