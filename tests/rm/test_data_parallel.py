@@ -2,6 +2,7 @@
 the same steps, loss, gate and scores as one process at the same global batch; a process killed mid-training fails
 the training with how it died, and the next attempt resumes from the last trainer checkpoint."""
 
+import json
 import os
 import signal
 import threading
@@ -76,6 +77,18 @@ def _workers(job_marker: str) -> list[psutil.Process]:
     return found
 
 
+def _whole_checkpoint_steps(output: str) -> list[int]:
+    """The steps of the checkpoints in `output` whose trainer state (written last) is there and parses."""
+    steps = []
+    for checkpoint in Path(output).glob("checkpoint-*"):
+        try:
+            json.loads((checkpoint / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            continue
+        steps.append(int(checkpoint.name.split("-")[1]))
+    return steps
+
+
 @pytest.mark.slow
 def test_a_killed_process_fails_the_training_with_its_cause_and_a_rerun_resumes(tmp_path, tiny_decoder):
     train, output = toy_pairs(64, seed=5), str(tmp_path / "out")
@@ -91,9 +104,9 @@ def test_a_killed_process_fails_the_training_with_its_cause_and_a_rerun_resumes(
     attempt = threading.Thread(target=first_attempt)
     attempt.start()
     deadline = time.monotonic() + 240
-    while not list(Path(output).glob("checkpoint-*")) and time.monotonic() < deadline:
+    while not _whole_checkpoint_steps(output) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert list(Path(output).glob("checkpoint-*")), "no trainer checkpoint was written"
+    assert _whole_checkpoint_steps(output), "no whole trainer checkpoint was written"
     second = next(p for p in _workers(output) if p.environ().get("RANK") == "1")
     second.send_signal(signal.SIGKILL)
     attempt.join(timeout=120)
@@ -101,7 +114,7 @@ def test_a_killed_process_fails_the_training_with_its_cause_and_a_rerun_resumes(
     assert isinstance(failure[0], TrainingProcessFailed)
     assert "process 1 of 2 was killed by signal 9 (SIGKILL)" in str(failure[0])
     assert not _workers(output)  # the other process went with it
-    saved = max(int(p.name.split("-")[1]) for p in Path(output).glob("checkpoint-*"))
+    saved = max(_whole_checkpoint_steps(output))  # one the kill cut short mid-write cannot be resumed from
 
     result = train_reward_model(train, toy_pairs(0, seed=0), settings, output)
     assert result.resumed_from == saved > 0 and result.steps == 96
