@@ -209,8 +209,7 @@ def failure_cause(job_dir: str, tail: Sequence[str], processes: int, returncode:
     """Why a data-parallel training failed: each failed process's own error; for one that died without a word (a
     kill -9, the OOM killer), its signal as the launcher reported it."""
     # the first to fail first: one killed by a signal leaves no error file, and the others then fail on losing it
-    deaths = [f"process {rank} of {processes} {how}" for rank, how in _launcher_deaths("\n".join(tail))
-              if "signal" in how]
+    deaths = [f"process {rank} of {processes} {how}" for rank, how in _signal_deaths("\n".join(tail))]
     errors = [f"process {_rank(path)} of {processes}: {path.read_text().strip()}"
               for path in sorted(Path(job_dir).glob(ERROR_FILE.format(rank="*")), key=lambda p: p.stat().st_mtime)]
     if deaths or errors:
@@ -226,14 +225,25 @@ def _rank(path: Path) -> str:
     return re.search(r"rank(\d+)", path.name).group(1)
 
 
-def _launcher_deaths(text: str) -> list[tuple[str, str]]:
+def _launcher_deaths(text: str, root_cause_only: bool = True) -> list[tuple[str, str]]:
     """(rank, how it died) of each failure torch's launcher reports (`rank : 1 (local_rank: 1)` then `exitcode : -9
-    (pid: 123)`)."""
+    (pid: 123)`): the one it names the root cause, or every one."""
     deaths = []
-    text = text[text.rfind("Root Cause"):] if "Root Cause" in text else text  # not the others it then stopped
+    if root_cause_only and "Root Cause" in text:
+        text = text[text.rfind("Root Cause"):]  # not the others it then stopped
     for rank, code in re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", text):
         deaths.append((rank, how_it_ended(int(code))))
     return deaths
+
+
+def _signal_deaths(text: str) -> list[tuple[str, str]]:
+    """The processes killed by a signal: the launcher's root cause if it was, then any other killed by a signal but
+    SIGTERM (what the launcher sends the rest once one has failed). A process that fails on losing a killed one can
+    be seen first when both end within one of the launcher's polls, and named the root cause."""
+    root = [death for death in _launcher_deaths(text) if "signal" in death[1]]
+    others = [death for death in _launcher_deaths(text, root_cause_only=False)
+              if "signal" in death[1] and "SIGTERM" not in death[1] and death not in root]
+    return root + others
 
 
 def how_it_ended(returncode: int) -> str:

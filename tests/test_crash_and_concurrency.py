@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
@@ -43,14 +44,32 @@ def batch(tmp_path: Path, name: str, n: int, seed: int) -> Path:
     return path
 
 
-def kill_after(process: subprocess.Popen, seconds: float) -> bool:
-    """SIGKILL after `seconds` (True), unless it finished first (False)."""
+def kill_after(process: subprocess.Popen, seconds: float) -> list[psutil.Process] | None:
+    """SIGKILL after `seconds`, returning the processes it had started; None when it finished first."""
     try:
         process.wait(timeout=seconds)
-        return False
+        return None
     except subprocess.TimeoutExpired:
+        family = psutil.Process(process.pid).children(recursive=True)
         process.send_signal(signal.SIGKILL)
         process.wait()
+        return family
+
+
+def assert_they_die(processes: list[psutil.Process] | None, within_s: float = 20) -> None:
+    """Every one of `processes` (a killed command's) is gone, or a zombie, within `within_s`."""
+    deadline = time.monotonic() + within_s
+    alive = list(processes or [])
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in alive if not gone(p)]
+    assert not alive, f"outlived the command that started them: {[' '.join(p.cmdline()[-2:]) for p in alive]}"
+
+
+def gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return True
 
 
@@ -58,7 +77,7 @@ def test_kill_9_anywhere_in_an_ingest_then_again_counts_exactly(tmp_path):
     big = batch(tmp_path, "big.jsonl", 40_000, 1)
     rng = random.Random(7)
     for attempt in range(3):
-        kill_after(start("ingest", str(big)), rng.uniform(4.0, 14.0))
+        assert_they_die(kill_after(start("ingest", str(big)), rng.uniform(4.0, 14.0)))  # its ingest workers too
         # the killed run held the 'warehouse' pool's only slot: the next command must not wait forever for it
         cli("ingest", str(big), timeout=300)
         assert scalar("select count(*) n from runs") == 40_000
@@ -78,7 +97,7 @@ def test_kill_9_anywhere_in_an_ingest_of_a_batch_of_many_files_then_again_counts
     register_batches(root, [NewBatch("fleet", tuple(names), True)])
     rng = random.Random(11)
     for attempt in range(3):
-        kill_after(start("reingest", "fleet"), rng.uniform(4.0, 14.0))
+        assert_they_die(kill_after(start("reingest", "fleet"), rng.uniform(4.0, 14.0)))
         cli("reingest", "fleet", timeout=300)
         assert scalar("select count(*) n from runs") == 40_000
         assert scalar("select count(distinct run_id) n from runs") == 40_000

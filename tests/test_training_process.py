@@ -177,6 +177,24 @@ def test_a_data_parallel_failure_leads_with_the_process_that_failed_first(tmp_pa
         "process 1 of 2: ValueError: bad pair")
 
 
+def test_a_killed_process_leads_even_when_the_launcher_saw_the_one_it_took_down_first(tmp_path):
+    """Both ended within one of the launcher's polls: it names the survivor that failed on losing its peer the root
+    cause, and lists the killed one among the others."""
+    tail = """Failures:
+[1]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 12)
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 11)
+""".splitlines()
+    (tmp_path / "error-rank0.txt").write_text("RuntimeError: Connection closed by peer")
+    assert failure_cause(str(tmp_path), tail, 2, 1) == (
+        "process 1 of 2 was killed by signal 9 (SIGKILL) (a kill -9, or the kernel's OOM killer); then process 0 of "
+        "2: RuntimeError: Connection closed by peer")
+
+
 def test_how_a_process_ended_in_words():
     assert how_it_ended(1) == "exited with code 1"
     assert how_it_ended(-9) == "was killed by signal 9 (SIGKILL) (a kill -9, or the kernel's OOM killer)"

@@ -30,6 +30,7 @@ from orchrm_dagster.ingest.report import FileReport, IngestReport, StagedPart
 from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.staging import RecordStager
 from orchrm_dagster.ingest.validate import Rejection, validate_line
+from orchrm_dagster.processes import OWNERS_ENV, owners_of_a_child, watch_owners
 from orchrm_dagster.storage import BatchFile, StorageRoot, no_cycle_collection, record_ingest, root_lock
 
 _PROGRESS_EVERY = 10_000
@@ -157,7 +158,7 @@ def _stage_in_parallel(root, batch_id, sources, staging, settings, workers, prog
     imports the engine) or runs slow takes fewer, and all finish together."""
     next_chunk = multiprocessing.get_context("spawn").Value("q", 0)
     pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(next_chunk,))
+                               initializer=_start_worker, initargs=(next_chunk, owners_of_a_child()))
     try:
         for _ in range(workers - 1):
             pool.submit(int)  # starts the workers now: each imports the engine while this process counts lines
@@ -185,9 +186,13 @@ _next_chunk = None  # in a worker process: the chunk counter its pool shares
 _NO_MORE_CHUNKS = 2**62
 
 
-def _start_worker(next_chunk) -> None:
+def _start_worker(next_chunk, owners: str) -> None:
+    """A worker's start: the shared chunk counter, and a watch on its owners. A worker whose owner is killed (kill -9,
+    the OOM killer) would otherwise stage what is left of the file and then wait for work for ever."""
     global _next_chunk
     _next_chunk = next_chunk
+    os.environ[OWNERS_ENV] = owners
+    watch_owners()
     import pyarrow as pa
 
     pa.array([0])  # pyarrow's first conversion imports pandas (about half a second)

@@ -40,7 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "llm": {"engine_config", "devices", "registry"},
     "labels": {"contract", "engine_config", "storage", "registry"},
     "problems": {"contract", "engine_config", "storage", "labels"},
-    "ingest": {"contract", "engine_config", "storage"},
+    "ingest": {"contract", "engine_config", "storage", "processes"},  # its workers die with their owner
     "pairs": {"contract", "engine_config", "storage"},
     "mas": {"contract", "engine_config", "llm", "plans", "labels"},
     "truths": {"engine_config", "plans", "registry"},
