@@ -209,14 +209,15 @@ def failure_cause(job_dir: str, tail: Sequence[str], processes: int, returncode:
     """Why a data-parallel training failed: each failed process's own error; for one that died without a word (a
     kill -9, the OOM killer), its signal as the launcher reported it."""
     # the first to fail first: one killed by a signal leaves no error file, and the others then fail on losing it
-    deaths = [f"process {rank} of {processes} {how}" for rank, how in _signal_deaths("\n".join(tail))]
+    report = "\n".join(tail)
+    deaths = [f"process {rank} of {processes} {how_it_ended(code)}" for rank, code in _signal_deaths(report)]
     errors = [f"process {_rank(path)} of {processes}: {path.read_text().strip()}"
               for path in sorted(Path(job_dir).glob(ERROR_FILE.format(rank="*")), key=lambda p: p.stat().st_mtime)]
     if deaths or errors:
         return "; then ".join(["; ".join(deaths), *errors] if deaths else errors)
-    exits = _launcher_deaths("\n".join(tail))
+    exits = _launcher_exits(report)
     if exits:
-        return "; ".join(f"process {rank} of {processes} {how}" for rank, how in exits)
+        return "; ".join(f"process {rank} of {processes} {how_it_ended(code)}" for rank, code in exits)
     last = next((line for line in reversed(tail) if line.strip()), "no output")
     return f"the data-parallel launcher exited with code {returncode}; its last line: {last}"
 
@@ -225,24 +226,22 @@ def _rank(path: Path) -> str:
     return re.search(r"rank(\d+)", path.name).group(1)
 
 
-def _launcher_deaths(text: str, root_cause_only: bool = True) -> list[tuple[str, str]]:
-    """(rank, how it died) of each failure torch's launcher reports (`rank : 1 (local_rank: 1)` then `exitcode : -9
+def _launcher_exits(report: str, root_cause_only: bool = True) -> list[tuple[str, int]]:
+    """(rank, exit code) of each failure torch's launcher reports (`rank : 1 (local_rank: 1)` then `exitcode : -9
     (pid: 123)`): the one it names the root cause, or every one."""
-    deaths = []
-    if root_cause_only and "Root Cause" in text:
-        text = text[text.rfind("Root Cause"):]  # not the others it then stopped
-    for rank, code in re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", text):
-        deaths.append((rank, how_it_ended(int(code))))
-    return deaths
+    if root_cause_only and "Root Cause" in report:
+        report = report[report.rfind("Root Cause"):]  # not the others it then stopped
+    return [(rank, int(code)) for rank, code in
+            re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", report)]
 
 
-def _signal_deaths(text: str) -> list[tuple[str, str]]:
+def _signal_deaths(report: str) -> list[tuple[str, int]]:
     """The processes killed by a signal: the launcher's root cause if it was, then any other killed by a signal but
     SIGTERM (what the launcher sends the rest once one has failed). A process that fails on losing a killed one can
     be seen first when both end within one of the launcher's polls, and named the root cause."""
-    root = [death for death in _launcher_deaths(text) if "signal" in death[1]]
-    others = [death for death in _launcher_deaths(text, root_cause_only=False)
-              if "signal" in death[1] and "SIGTERM" not in death[1] and death not in root]
+    root = [(rank, code) for rank, code in _launcher_exits(report) if code < 0]
+    others = [(rank, code) for rank, code in _launcher_exits(report, root_cause_only=False)
+              if code < 0 and code != -signal.SIGTERM and (rank, code) not in root]
     return root + others
 
 

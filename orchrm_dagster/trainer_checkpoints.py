@@ -139,13 +139,14 @@ def last_whole_checkpoint(output_dir: str | Path) -> str | None:
     it fails), and it is removed so that the trainer's rotation, which keeps the last `CHECKPOINTS_KEPT`, keeps whole
     ones."""
     checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=checkpoint_step)
-    while checkpoints and not _whole(checkpoints[-1]):
+    while checkpoints and not is_whole(checkpoints[-1]):
         shutil.rmtree(checkpoints.pop(), ignore_errors=True)
     return str(checkpoints[-1]) if checkpoints else None
 
 
-def _whole(checkpoint: Path) -> bool:
+def is_whole(checkpoint: str | Path) -> bool:
+    """Whether a trainer checkpoint was written to its end: its `trainer_state.json`, written last, parses."""
     try:
-        return isinstance(json.loads((checkpoint / TRAINER_STATE).read_text()), dict)
+        return isinstance(json.loads(Path(checkpoint, TRAINER_STATE).read_text()), dict)
     except (OSError, ValueError):
         return False

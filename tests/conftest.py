@@ -1,6 +1,7 @@
 import os
 
 import orjson
+import psutil
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -73,3 +74,11 @@ def s3_endpoint(monkeypatch):
     httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()
     yield endpoint
     server.stop()
+
+
+def gone(process: psutil.Process) -> bool:
+    """Whether `process` has ended (a zombie, dead but not yet reaped, has)."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

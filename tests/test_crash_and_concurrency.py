@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
+from tests.conftest import gone
 
 pytestmark = pytest.mark.slow
 ORCHRM = [sys.executable, "-m", "orchrm_dagster.app.cli"]
@@ -64,13 +65,6 @@ def assert_they_die(processes: list[psutil.Process] | None, within_s: float = 20
         time.sleep(0.2)
         alive = [p for p in alive if not gone(p)]
     assert not alive, f"outlived the command that started them: {[' '.join(p.cmdline()[-2:]) for p in alive]}"
-
-
-def gone(process: psutil.Process) -> bool:
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def test_kill_9_anywhere_in_an_ingest_then_again_counts_exactly(tmp_path):

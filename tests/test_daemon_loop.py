@@ -200,11 +200,8 @@ def test_a_batch_whose_ingest_worker_was_killed_holds_nothing(tmp_path, tiny):
             assert failed.status == dg.DagsterRunStatus.FAILURE
             daemon.wait("the failed batch_ingested check", lambda: _check_failed(instance, "doomed.jsonl"), timings,
                         started)
-        orchrm = str(Path(sys.executable).with_name("orchrm"))
-        table = subprocess.run([orchrm, "status"], env=daemon.env, capture_output=True, text=True, timeout=120)
-        assert "doomed.jsonl" in table.stdout and "failed" in table.stdout
-        report = subprocess.run([orchrm, "status", "--format", "json"], env=daemon.env, capture_output=True,
-                                text=True, timeout=120)
+        report = subprocess.run([str(Path(sys.executable).with_name("orchrm")), "status", "--format", "json"],
+                                env=daemon.env, capture_output=True, text=True, timeout=120)
         doomed = {b["batch_id"]: b for b in json.loads(report.stdout)["batches"]}["doomed.jsonl"]
         assert doomed["state"].startswith("failed")
         # whoever saw the worker die first says why: its code server (the signal), or the loop's housekeeping

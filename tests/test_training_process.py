@@ -19,6 +19,7 @@ from orchrm_dagster.app.commands import ingest_files, materialize_selection
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.processes import OWNERS_ENV, failure_cause, how_it_ended, owned_env, owner_alive, started_at
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
+from tests.conftest import gone
 from tests.rm.toy import NO_FLOOR
 
 TRAINING = "orchrm_dagster.app.training_process"
@@ -54,13 +55,6 @@ def descendants(pid: int, marker: str) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             pass
     return found
-
-
-def gone(process: psutil.Process) -> bool:
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def test_the_training_runs_in_its_own_process_and_reports_back_through_pipes(tmp_path, tiny_backbone):

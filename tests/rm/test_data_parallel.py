@@ -2,7 +2,6 @@
 the same steps, loss, gate and scores as one process at the same global batch; a process killed mid-training fails
 the training with how it died, and the next attempt resumes from the last trainer checkpoint."""
 
-import json
 import os
 import signal
 import threading
@@ -16,6 +15,7 @@ import pytest
 from orchrm_dagster.processes import TrainingProcessFailed
 from orchrm_dagster.rm.config import RMTrainConfig
 from orchrm_dagster.rm.train import train_reward_model
+from orchrm_dagster.trainer_checkpoints import checkpoint_step, is_whole
 from tests.rm.toy import NO_FLOOR, toy_pairs
 
 
@@ -78,15 +78,7 @@ def _workers(job_marker: str) -> list[psutil.Process]:
 
 
 def _whole_checkpoint_steps(output: str) -> list[int]:
-    """The steps of the checkpoints in `output` whose trainer state (written last) is there and parses."""
-    steps = []
-    for checkpoint in Path(output).glob("checkpoint-*"):
-        try:
-            json.loads((checkpoint / "trainer_state.json").read_text())
-        except (OSError, ValueError):
-            continue
-        steps.append(int(checkpoint.name.split("-")[1]))
-    return steps
+    return [checkpoint_step(p) for p in Path(output).glob("checkpoint-*") if is_whole(p)]
 
 
 @pytest.mark.slow
