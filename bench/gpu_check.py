@@ -30,7 +30,7 @@ throughput does not depend on them; nothing is downloaded; the tokenizer is Smol
   5. the round's own generation: `sample_rows`, the batched decoding GRPO's PlanSampler calls, on the round's prompt
      (the few-shot orchestrator's) for a group of --group-size plans of at most --plan-tokens tokens and --max-agents
      agents (GRPOSettings' defaults: 384, 2), plan grammar on, temperature 1, seeded rows; with the decoding cache
-     auto resolves to on the device (static and compiled on CUDA, growing elsewhere) and with the other one. Tokens
+     auto resolves to (growing, on every device) and with the static one (compiled, CUDA graphs on CUDA). Tokens
      are the plans' own (rows end where the grammar lets the random model stop); the first call (compilation) is
      reported apart.
 Ceilings: training 6 x params x tokens (LoRA: 4 x, no weight gradients) plus attention's 12 x layers x hidden x

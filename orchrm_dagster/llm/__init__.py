@@ -11,11 +11,12 @@ from orchrm_dagster.llm.registry import (BACKENDS, BackendSpecClass, backend_kin
                                          respec, spec_class)
 from orchrm_dagster.llm.factory import BackendSpec, LLMSettings, model_folder_kind
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
-from orchrm_dagster.llm.kv_cache import DecodingCache, decoding_cache_field
-from orchrm_dagster.llm.transformers_backend import TransformersSpec, loaded_model, sample_rows
+from orchrm_dagster.llm.kv_cache import DecodingCache, decoding_cache_field, release_static_caches, resolved_cache_kind
+from orchrm_dagster.llm.transformers_backend import TransformersSpec, loaded_model, sample_rows, unload_model
 from orchrm_dagster.llm.vllm_backend import vllm_imports
 
 __all__ = ["BACKENDS", "EMBEDDED_GGUF", "embedded_model_dir", "BackendSpec", "BackendSpecClass", "ChatRequest",
            "CoalescingBackend", "Completion", "LLMBackend", "LLMSettings", "SamplingSettings", "TransformersSpec", "backend_kinds",
            "build_backend", "model_folder_kind", "register_backend", "respec", "spec_class", "GrammarLogitsProcessor",
-           "compile_grammar", "loaded_model", "sample_rows", "DecodingCache", "decoding_cache_field", "vllm_imports"]
+           "compile_grammar", "loaded_model", "sample_rows", "unload_model", "DecodingCache", "decoding_cache_field",
+           "release_static_caches", "resolved_cache_kind", "vllm_imports"]

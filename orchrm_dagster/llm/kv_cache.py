@@ -1,4 +1,5 @@
-"""The decoding loop's KV caches: one that grows in place (the CPU's), and a static one (a GPU's).
+"""The decoding loop's KV caches: one that grows in place (the default, on every device), and a static one (an option
+for a GPU).
 
 transformers' DynamicCache appends each new token's keys and values with `torch.cat`, which copies the whole cache of
 every layer at every step: with a 1,400-token few-shot prompt that copy was 46% of a decoding step on the CPU (the
@@ -8,11 +9,14 @@ writes a step's keys in place and hands the attention a view of the filled part.
 On a GPU a decode step of a small model is mostly kernel launches: the static cache (transformers' StaticCache, one
 buffer of batch x (prompt + new tokens) a layer) gives every step the same shapes, so the step can be compiled and
 replayed as CUDA graphs (`transformers_backend`), the way transformers' own `generate` runs with
-`cache_implementation="static"`."""
+`cache_implementation="static"`. It has not run on a GPU here: `auto` is the growing cache on every device, and
+`bench/gpu_check.sh` is the check that would show whether the static one works and is faster there."""
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import OrderedDict
 from typing import Literal
 
 import torch
@@ -80,41 +84,89 @@ def full_attention_only(model) -> bool:
 
 def decoding_cache_field():
     return Field(default="auto", description="The KV cache of the decoding loop: growing (buffers that grow in "
-                                             "place; a step costs what the rows still decoding need), or static (one "
-                                             "buffer of batch x (prompt + new tokens), the decode step compiled and "
-                                             "replayed as CUDA graphs on a GPU); auto: static on CUDA, growing "
-                                             "elsewhere (on the CPU a compiled step gains little and the static "
-                                             "cache would keep finished rows in the batch)")
+                                             "place; rows that finished leave the batch), or static (buffers of a "
+                                             "few bucketed shapes, the decode step compiled and replayed as CUDA "
+                                             "graphs on a GPU). auto: growing on every device, the cache that has "
+                                             "run. static has not run on a GPU here; bench/gpu_check.sh is the check "
+                                             "that would show whether it works and is faster")
 
 
 def resolved_cache_kind(setting: DecodingCache, device: str) -> Literal["growing", "static"]:
-    """The cache `setting` names on `device` ("auto": static on CUDA, growing elsewhere)."""
-    if setting == "auto":
-        return "static" if device == "cuda" else "growing"
-    return setting
+    """The cache `setting` names on `device` (auto: growing on every device; static has not run on a GPU here)."""
+    return "growing" if setting == "auto" else setting
 
 
 STATIC_ROOM = 256  # a static cache's length is rounded up to a multiple of it: prompts of other lengths reuse it
-_STATIC_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (its shape, its last StaticCache)
+STATIC_CACHES_KEPT = 4  # static caches kept per model (its most recently used shapes)
+# model -> {shape: StaticCache}, the most recently used last
+_STATIC_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_STATIC_CACHES_LOCK = threading.Lock()
+
+
+def static_batch(rows: int, max_batch_size: int) -> int:
+    """The rows a static cache holds for a batch of `rows`: the next power of two, at most `max_batch_size` (the
+    decoding fills the rest with ghost rows), so that a round's batch sizes share a few shapes."""
+    return min(1 << (rows - 1).bit_length(), max(rows, max_batch_size))
 
 
 def filled_static_cache(model, prefilled: Cache, length: int) -> StaticCache:
     """A StaticCache with room for `length` tokens a row (rounded up to STATIC_ROOM) holding what `prefilled` (a
-    GrowingCache of the prompts) holds. The model's last one, reset, when its shape is the same: a compiled decode
-    step keeps its CUDA graphs (a new cache is new static addresses, and the graphs are recorded again)."""
+    GrowingCache of the prompts) holds: the model's cache of that shape, reset, when it holds one. A compiled decode
+    step keeps its CUDA graphs on a reused cache (a new cache is new static addresses, and the graphs are recorded
+    again); a model keeps its STATIC_CACHES_KEPT most recently used shapes."""
     first = prefilled.layers[0].keys
     shape = (first.shape[0], -(-length // STATIC_ROOM) * STATIC_ROOM, first.dtype, first.device)
-    held_shape, cache = _STATIC_CACHES.get(model, (None, None))
-    if held_shape == shape:
-        cache.reset()
-    else:
-        cache = StaticCache(config=model.config, max_cache_len=shape[1])
-        _STATIC_CACHES[model] = (shape, cache)
+    cache = _held_static_cache(model, shape)
     for index, layer in enumerate(prefilled.layers):
         cache.update(layer.keys, layer.values, index)
     return cache
 
 
+def _held_static_cache(model, shape: tuple) -> StaticCache:
+    with _STATIC_CACHES_LOCK:
+        held = _STATIC_CACHES.setdefault(model, OrderedDict())
+        cache = held.pop(shape, None)
+        if cache is None:
+            cache = StaticCache(config=model.config, max_cache_len=shape[1])
+        else:
+            cache.reset()
+        held[shape] = cache
+        while len(held) > STATIC_CACHES_KEPT:
+            held.popitem(last=False)
+    return cache
+
+
+def held_static_caches(model) -> dict[tuple, StaticCache]:
+    """The static caches held for `model`, by (batch, length, dtype, device), the most recently used last."""
+    with _STATIC_CACHES_LOCK:
+        return dict(_STATIC_CACHES.get(model, {}))
+
+
+def release_static_caches(model=None) -> None:
+    """Drops the static caches held for `model` (None: for every model) and, where CUDA is in use, returns the memory
+    they held to the device: a held cache stays on it otherwise, through a training that needs the room. Only the
+    caches: the CUDA graphs' own memory pool stays with torch's compiled call."""
+    with _STATIC_CACHES_LOCK:
+        if model is None:
+            _STATIC_CACHES.clear()
+        else:
+            _STATIC_CACHES.pop(model, None)
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def static_cache_length(cache: StaticCache) -> int:
     """The tokens a row of `cache` has room for (its attention mask's width)."""
     return cache.layers[0].max_cache_len
+
+
+def left_padded(sequences: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token sequences as one left-padded batch: (ids, attention mask), each (sequences, longest)."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, sequence in enumerate(sequences):
+        if sequence:
+            ids[i, -len(sequence):] = torch.tensor(sequence)
+            attention[i, -len(sequence):] = 1
+    return ids.to(device), attention.to(device)

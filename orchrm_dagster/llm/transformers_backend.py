@@ -12,6 +12,7 @@ growing or static, ``llm.kv_cache``) changes how fast a step runs, not what it s
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -27,7 +28,10 @@ from orchrm_dagster.llm.base import ChatRequest, Completion, SamplingSettings
 from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
 from orchrm_dagster.llm.kv_cache import (DecodingCache, decoding_cache, decoding_cache_field, filled_static_cache,
-                                         full_attention_only, resolved_cache_kind, static_cache_length)
+                                         full_attention_only, release_static_caches, resolved_cache_kind,
+                                         left_padded, static_batch, static_cache_length)
+from orchrm_dagster.llm.shared_prefix import attending, shares_prefixes
+from orchrm_dagster.llm.shared_prefix import prefill as prefill_once
 from orchrm_dagster.llm.registry import register_backend
 
 
@@ -53,6 +57,16 @@ def load_model(model_path: str, gguf_file: str | None = None, device: str = "aut
         if key not in _MODELS:
             _MODELS[key] = _load(*key)
         return _MODELS[key]
+
+
+def unload_model(model_path: str) -> None:
+    """Forgets the models loaded from `model_path` (every GGUF file, device and dtype) and drops their static caches,
+    so that their memory goes back to the device once no decoding holds them (a held-out policy's, before the round
+    trains). A backend on that folder loads it again on its next `generate`."""
+    with _MODELS_LOCK:
+        unloaded = [_MODELS.pop(key) for key in list(_MODELS) if key[0] == model_path]
+    for lm in unloaded:
+        release_static_caches(lm.model)
 
 
 def _load(model_path: str, gguf_file: str | None, device: str, dtype: str) -> LoadedModel:
@@ -199,10 +213,21 @@ def sample_rows(lm: LoadedModel, requests: list[ChatRequest], max_batch_size: in
         except Exception as exc:
             results[index] = _failed(f"bad request: {exc!r}")
     for batch in _batches(rows, max_batch_size):
-        failure = _run_batch(lm, batch, static)
+        decoded = batch + _ghost_rows(batch, static_batch(len(batch), max_batch_size)) if static else batch
+        failure = _run_batch(lm, decoded, static)
         for row in batch:
             results[row.index] = failure or row
     return results
+
+
+def _ghost_rows(rows: list[_Row], batch: int) -> list[_Row]:
+    """Rows that fill a static cache's batch to `batch`: copies of the first row, finished from the start (they feed
+    padding, as a finished row does), whose results nobody reads. A row's tokens depend on its own seed and scores
+    only, so the real rows sample what they sample without them. A ghost is seeded even where the first row is not:
+    it must not draw from the generator unseeded rows draw from."""
+    first = rows[0].request
+    ghost = dataclasses.replace(first, sampling=dataclasses.replace(first.sampling, seed=first.sampling.seed or 0))
+    return [_Row(-1, ghost, rows[0].prompt_ids, finish_reason="ghost") for _ in range(batch - len(rows))]
 
 
 def _run_batch(lm: LoadedModel, rows: list[_Row], static: bool) -> Completion | None:
@@ -233,19 +258,44 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
     that finished leave the batch once they are a quarter of it, so a step costs what the rows still decoding need (a
     row's tokens depend on its own seed and scores only, not on which rows share its batch). On a static cache they
     stay (feeding padding): a smaller batch is another shape, so another compiled graph, and a cache copied into new
-    buffers; on a GPU a step of a few rows more costs little, as it reads the same weights."""
+    buffers; on a GPU a step of a few rows more costs little, as it reads the same weights. For the same reason the
+    caller fills a static batch up to a bucketed size with ghost rows (`_ghost_rows`)."""
+    model, device = lm.model, lm.model.device
+    steps = max(row.sampling.max_new_tokens for row in rows)
+    if not static and decoding_cache(model) is not None and shares_prefixes(model):
+        # the prompts held once (their common prefix, each one's tail); the rows' caches hold what they generate
+        logits, prefix = prefill_once(model, [row.prompt_ids for row in rows], lm.pad_token_id,
+                                      lambda: decoding_cache(model))
+        last = torch.tensor([row.prompt_ids[-1:] for row in rows], device=device)
+        positions = torch.tensor([[len(row.prompt_ids) - 1] for row in rows], device=device)
+        with attending(model):
+            _decode_steps(lm, rows, processor, False, logits, decoding_cache(model), prefix, None, positions, last,
+                          steps)
+    else:
+        input_ids, attention = left_padded([row.prompt_ids for row in rows], lm.pad_token_id, device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = _prefill(model, input_ids, attention, positions, [tuple(row.prompt_ids) for row in rows])
+        cache, prompt_width = out.past_key_values, input_ids.shape[1]
+        if static:
+            cache = filled_static_cache(model, cache, prompt_width + steps)
+            # the mask covers the whole cache from the start; a step opens its token's column
+            attention = torch.nn.functional.pad(attention, (0, static_cache_length(cache) - prompt_width))
+        _decode_steps(lm, rows, processor, static, out.logits[:, -1, :], cache, None, attention, positions,
+                      input_ids, steps)
+    for row in rows:
+        row.finish_reason = row.finish_reason or "length"
+
+
+def _decode_steps(lm: LoadedModel, rows: list[_Row], processor, static: bool, logits, cache, prefix, attention,
+                  positions, input_ids, steps: int) -> None:
+    """The decoding loop from the prompts' last logits, over a static cache or a growing one holding each row's
+    prompt, or over the prompts held once (`prefix`, `llm.shared_prefix`) and a growing cache of what the rows
+    generate (then `attention` is None: the prefix masks the prompts' padding, and a row attends to all it
+    generated)."""
     model, device = lm.model, lm.model.device
     temperature, top_p = rows[0].sampling.temperature, rows[0].sampling.top_p
-    input_ids, attention = _left_pad([row.prompt_ids for row in rows], lm.pad_token_id, device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
     generators = [_generator(row.sampling.seed, device) for row in rows]
-    out = _prefill(model, input_ids, attention, positions, [tuple(row.prompt_ids) for row in rows])
-    logits, cache = out.logits[:, -1, :], out.past_key_values
-    steps, prompt_width = max(row.sampling.max_new_tokens for row in rows), input_ids.shape[1]
-    if static:
-        cache = filled_static_cache(model, cache, prompt_width + steps)
-        # the mask covers the whole cache from the start; a step opens its token's column
-        attention = torch.nn.functional.pad(attention, (0, static_cache_length(cache) - prompt_width))
+    prompt_width = input_ids.shape[1]
     forward = _decode_step(model, static)
     live, last = list(range(len(rows))), input_ids  # the rows still in the batch, by index into rows
     for step in range(steps):
@@ -266,26 +316,32 @@ def _decode(lm: LoadedModel, rows: list[_Row], processor: GrammarLogitsProcessor
             keep = [k for k, finished in enumerate(done) if not finished]
             index = torch.tensor(keep, device=device)
             cache.batch_select_indices(index)
-            attention, positions, chosen = attention[index], positions[index], chosen[index]
+            if prefix is not None:
+                prefix.keep_rows(keep)
+            else:
+                attention = attention[index]
+            positions, chosen = positions[index], chosen[index]
             if processor is not None:
                 processor.keep_rows(keep)
             live, done = [live[k] for k in keep], [False] * len(keep)
         last = chosen.masked_fill(torch.tensor(done, device=device), lm.pad_token_id)[:, None]
+        positions = positions[:, -1:] + 1
+        if prefix is not None:
+            logits = forward(input_ids=last, position_ids=positions, past_key_values=cache, shared_prefix=prefix)
+            continue
         if static:
             attention[:, prompt_width + step] = 1
         else:
             attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
-        positions = positions[:, -1:] + 1
         logits = forward(input_ids=last, attention_mask=attention, position_ids=positions, past_key_values=cache)
-    for row in rows:
-        row.finish_reason = row.finish_reason or "length"
 
 
 def _decode_step(model, static: bool):
     """The decode step: the last token's logits (rows x vocabulary) after one forward pass. On a static cache on CUDA
     the forward pass is compiled as transformers' `generate` compiles it with a static cache (`get_compiled_call`:
     its CompileConfig, inductor with CUDA graphs, "reduce-overhead"; the prefill is never compiled), and the logits
-    are copied out of the graphs' memory, which the next replay overwrites."""
+    are copied out of the graphs' memory, which the next replay overwrites. CUDA graphs are recorded per calling
+    thread (torch's cudagraph trees are thread-local): a decoding loop on another thread records its own."""
     if static and model.device.type == "cuda" and hasattr(model, "get_compiled_call"):
         compiled = model.get_compiled_call(None)
         return lambda **inputs: compiled(**inputs, use_cache=True).logits[:, -1, :].to(torch.float32, copy=True)
@@ -310,16 +366,6 @@ def _prefill(model, input_ids: torch.Tensor, attention: torch.Tensor, positions:
     out.logits = out.logits[index]  # a copy per row: the grammar masks rows in place
     return out
 
-
-def _left_pad(sequences: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(sequences), width), dtype=torch.long)
-    for i, sequence in enumerate(sequences):
-        if sequence:
-            ids[i, -len(sequence):] = torch.tensor(sequence)
-            attention[i, -len(sequence):] = 1
-    return ids.to(device), attention.to(device)
 
 
 def _generator(seed: int | None, device) -> torch.Generator | None:

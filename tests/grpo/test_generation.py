@@ -6,9 +6,8 @@ import pytest
 import xgrammar as xgr
 
 from orchrm_dagster.grpo import GRPOSettings
-from orchrm_dagster.grpo import settings as settings_module
 from orchrm_dagster.grpo.train import completions_per_step, generated_tokens, grpo_config, plan_grammar, train_round
-from orchrm_dagster.llm import compile_grammar
+from orchrm_dagster.llm import compile_grammar, vllm_backend
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -28,12 +27,11 @@ def test_a_step_samples_one_whole_group_whatever_the_micro_batch(tmp_path, gener
     assert completions_per_step(grpo_config(settings, str(tmp_path), "cpu")) == 8
 
 
-@pytest.mark.parametrize("vllm_imports", [True, False])
-def test_a_round_generates_with_colocated_vllm_on_cuda_where_vllm_imports(monkeypatch, vllm_imports):
-    monkeypatch.setattr(settings_module, "vllm_imports", lambda: vllm_imports)
-    assert GRPOSettings().generation_on("cuda") == ("vllm_colocate" if vllm_imports else "transformers")
-    assert GRPOSettings().generation_on("cpu") == "transformers"  # the CPU's rounds are unchanged
-    assert GRPOSettings(generation="transformers").generation_on("cuda") == "transformers"
+def test_a_round_generates_with_transformers_on_every_device_even_where_vllm_imports(monkeypatch):
+    monkeypatch.setattr(vllm_backend, "vllm_imports", lambda: True)  # vLLM has not run on a GPU here
+    assert GRPOSettings().generation_on("cuda") == "transformers"
+    assert GRPOSettings().generation_on("cpu") == "transformers"
+    assert GRPOSettings(generation="vllm_colocate").generation_on("cuda") == "vllm_colocate"
 
 
 def test_a_round_on_vllm_keeps_the_plan_grammar(tmp_path):

@@ -1,11 +1,12 @@
 """The runner's batched decoding (each distinct prompt forwarded once, a KV cache that grows in place, finished rows
 leaving the batch) gives each request what it gets decoded alone: the same plans for the same seeds, grammar on. The
-static cache (a GPU's, its rows kept to the end) samples the same plans as the growing one."""
+static cache (an option for a GPU, its rows kept to the end, its batch filled up to a bucketed size with ghost rows)
+samples the same plans as the growing one, and a model keeps a few of them, one per shape."""
 
 import pytest
 
-from orchrm_dagster.llm import ChatRequest, SamplingSettings
-from orchrm_dagster.llm.kv_cache import resolved_cache_kind
+from orchrm_dagster.llm import ChatRequest, SamplingSettings, release_static_caches, unload_model
+from orchrm_dagster.llm.kv_cache import STATIC_CACHES_KEPT, held_static_caches, resolved_cache_kind
 from orchrm_dagster.llm.transformers_backend import load_model, sample_rows
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 
@@ -54,7 +55,49 @@ def test_the_static_cache_samples_what_the_growing_cache_samples(tiny, temperatu
         assert row.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
 
 
-def test_the_cache_is_static_on_cuda_and_grows_elsewhere_unless_named():
-    assert resolved_cache_kind("auto", "cuda") == "static"
-    assert resolved_cache_kind("auto", "cpu") == "growing"  # the CPU's decoding is unchanged
+@pytest.mark.parametrize("rows", [3, 5])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_ghost_rows_fill_a_static_batch_without_changing_the_real_rows_tokens(tiny, rows, temperature):
+    requests = [request(QUESTIONS[i % 3], temperature, max_new_tokens=12 + 4 * i, seed=30 + i) for i in range(rows)]
+    release_static_caches(tiny.model)
+    growing = sample_rows(tiny, requests, max_batch_size=8, decoding_cache="growing")
+    static = sample_rows(tiny, requests, max_batch_size=8, decoding_cache="static")
+    assert [row.tokens for row in static] == [row.tokens for row in growing]
+    assert [row.finish_reason for row in static] == [row.finish_reason for row in growing]
+    assert [batch for batch, *_ in held_static_caches(tiny.model)] == [4 if rows == 3 else 8]  # ghosts filled it
+
+
+def test_a_model_keeps_a_few_static_caches_one_per_shape_and_releases_them(tiny):
+    def decode(rows: int) -> None:
+        requests = [request(QUESTIONS[0], 0.0, max_new_tokens=2, seed=None)] * rows
+        sample_rows(tiny, requests, max_batch_size=32, decoding_cache="static")
+
+    release_static_caches()
+    decode(3)
+    (first_shape, first_cache), = held_static_caches(tiny.model).items()
+    decode(4)  # the same bucket: the same cache, reset
+    decode(5)
+    assert held_static_caches(tiny.model)[first_shape] is first_cache and len(held_static_caches(tiny.model)) == 2
+    for rows in (1, 2, 9, 17, 32):
+        decode(rows)
+    assert len(held_static_caches(tiny.model)) == STATIC_CACHES_KEPT  # the least recently used were dropped
+    assert first_shape not in held_static_caches(tiny.model)
+    release_static_caches(tiny.model)
+    assert held_static_caches(tiny.model) == {}
+
+
+def test_an_unloaded_model_folder_is_loaded_again_and_its_static_caches_are_dropped(tmp_path):
+    from tests.tiny_models import make_tiny_policy
+
+    folder = make_tiny_policy(tmp_path / "policy")
+    lm = load_model(folder, device="cpu")
+    sample_rows(lm, [request(QUESTIONS[0], 0.0, max_new_tokens=2, seed=None)], 1, decoding_cache="static")
+    assert held_static_caches(lm.model)
+    unload_model(folder)
+    assert held_static_caches(lm.model) == {} and load_model(folder, device="cpu") is not lm
+
+
+def test_the_cache_grows_on_every_device_unless_static_is_named():
+    assert resolved_cache_kind("auto", "cuda") == "growing"  # static has not run on a GPU here
+    assert resolved_cache_kind("auto", "cpu") == "growing"
     assert resolved_cache_kind("growing", "cuda") == "growing" and resolved_cache_kind("static", "cpu") == "static"

@@ -5,7 +5,8 @@ import math
 import torch
 import xgrammar as xgr
 
-from orchrm_dagster.llm.transformers_backend import _batches, _left_pad, _Row, _warp
+from orchrm_dagster.llm.kv_cache import left_padded
+from orchrm_dagster.llm.transformers_backend import _batches, _Row, _warp
 from orchrm_dagster.llm.base import ChatRequest, SamplingSettings
 from orchrm_dagster.plans import plan_grammar_ebnf
 
@@ -16,7 +17,7 @@ def test_plan_grammar_is_valid_xgrammar_ebnf():
 
 
 def test_left_padding_puts_tokens_on_the_right():
-    ids, attention = _left_pad([[5, 6, 7], [8]], pad_id=0, device="cpu")
+    ids, attention = left_padded([[5, 6, 7], [8]], pad_id=0, device="cpu")
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8]]
     assert attention.tolist() == [[1, 1, 1], [0, 0, 1]]
 

@@ -5,7 +5,8 @@ several problems' samples forwards each distinct prompt once."""
 import pytest
 import torch
 
-from orchrm_dagster.llm.transformers_backend import _left_pad, _prefill, load_model
+from orchrm_dagster.llm.kv_cache import left_padded
+from orchrm_dagster.llm.transformers_backend import _prefill, load_model
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def separately(tiny, input_ids, attention, positions):
     [[5, 17, 42, 9], [8, 3], [5, 17, 42, 9], [8, 3], [8, 3]],  # two problems' samples, one prompt left-padded
 ])
 def test_a_shared_prompt_pass_gives_every_row_the_scores_and_cache_of_its_own_pass(tiny, prompts):
-    input_ids, attention = _left_pad(prompts, tiny.pad_token_id, "cpu")
+    input_ids, attention = left_padded(prompts, tiny.pad_token_id, "cpu")
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     with torch.inference_mode():
         shared = _prefill(tiny.model, input_ids, attention, positions, [tuple(p) for p in prompts])
