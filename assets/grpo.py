@@ -9,6 +9,7 @@ from assets.training_process import TrainingProcessResource, training_gpus
 from orchrm_dagster.environments import environment_label
 from orchrm_dagster.grpo import TOKEN_COLUMNS, Profile, RoundOutcome, read_table, round_tokens, rounds_png, rounds_table
 from orchrm_dagster.reporting import markdown_image, markdown_table
+from orchrm_dagster.rm import Calibration
 from orchrm_dagster.training_jobs import grpo_round_request
 
 
@@ -42,6 +43,10 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
         **{key: round(row[key], 4) if row[key] is not None else None
            for key in ("mean_reward", "kl", "heldout_reward_before", "heldout_reward_after", "heldout_accuracy_before",
                        "heldout_accuracy")},
+        **{key: row[key] for key in ("heldout_failed_before", "heldout_failed_after", "heldout_failure_before",
+                                     "heldout_failure_after", "heldout_predicted_accuracy_before",
+                                     "heldout_predicted_accuracy_after") if row[key] is not None},
+        "calibration": Calibration.from_json(row["calibration"]).text() if row["calibration"] else "none",
         "environment": environment_label(row["environment"]),
         "truth": row["truth"] or "none: real sub-agents",
         "verdict": row["verdict"],
@@ -57,9 +62,10 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
     })
 
 
-@dg.asset_check(asset="grpo_round", description="The latest round was not flagged as suspected reward hacking: its "
-                                                "held-out reward rose past the threshold while its measured held-out "
-                                                "accuracy did not rise (such a checkpoint is never promoted).")
+@dg.asset_check(asset="grpo_round", description="The latest round was not flagged as suspected reward hacking: the "
+                                                "champion's calibration predicted an accuracy gain from its held-out "
+                                                "scores that the measured accuracy fell well short of (such a "
+                                                "checkpoint is never promoted).")
 def no_reward_hacking(storage: StorageResource) -> dg.AssetCheckResult:
     rows = read_table(storage.storage_root(), "grpo_rounds")
     flagged = [r for r in rows if r["reward_hacking"]]

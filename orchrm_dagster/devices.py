@@ -29,3 +29,13 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device='cuda' but no CUDA device is available")
     return device
+
+
+def cpu_flags() -> str:
+    """The CPU's matrix units that decide bf16 speed (AMX, AVX-512 BF16), printed beside every CPU timing."""
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "CPU flags unknown"
+    wanted = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f")
+    return "CPU " + ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in wanted)

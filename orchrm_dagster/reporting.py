@@ -65,6 +65,10 @@ class StepProgress:
     def note(self, text: str) -> None:
         raise NotImplementedError
 
+    def update(self, text: str) -> None:
+        """Where the current step is now (a long step's progress): the live line, or a plain line."""
+        raise NotImplementedError
+
     def advance(self, steps: int = 1) -> None:
         self.completed += steps
 
@@ -86,6 +90,9 @@ class PlainProgress(StepProgress):
                            soft_wrap=True)
 
     def note(self, text: str) -> None:
+        self._line("", text)
+
+    def update(self, text: str) -> None:
         self._line("", text)
 
     def _started(self, text: str) -> None:
@@ -115,6 +122,9 @@ class LiveProgress(StepProgress):
 
     def note(self, text: str) -> None:
         self.live.console.print(text, soft_wrap=True)
+
+    def update(self, text: str) -> None:
+        self.live.update(self.task, description=f"{self.current or ''}: {text}" if self.current else text)
 
     def advance(self, steps: int = 1) -> None:
         super().advance(steps)

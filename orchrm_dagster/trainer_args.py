@@ -19,3 +19,9 @@ def activation_checkpointing_arg(enabled: bool) -> dict:
     renamed it, `gradient_checkpointing` before (5.17). Always set: TRL 1.16's configs default the old name to True."""
     renamed = "activation_checkpointing" in _training_argument_names()
     return {"activation_checkpointing" if renamed else "gradient_checkpointing": enabled}
+
+
+def logged_tokens(log_history: list[dict]) -> int:
+    """The tokens TRL's trainers count as read in training forward passes (their cumulative `num_tokens`: every
+    example's tokens, every epoch; with several processes, all of them)."""
+    return int(max((entry["num_tokens"] for entry in log_history if "num_tokens" in entry), default=0))

@@ -21,7 +21,7 @@ LOOP = LoopSettings(
                                         agents={"sc_samples": 2, "debate_rounds": 1, "reflexion_rounds": 1}),
     reward_model=RMTrainConfig(backbone=BACKBONE, max_length=64, epochs=1, batch_size=8,
                                device="cpu", min_validation_pairs=1, champion_level=1.0),  # a tiny model's floor off
-    round=GRPOSettings(policy="tiny-fewshot", scratch_policy="tiny-base", steps=1, group_size=2, micro_batch_size=2,
+    round=GRPOSettings(policy="tiny-fewshot", scratch_policy="tiny-base", steps=2, group_size=2, micro_batch_size=2,
                        train_problems=2, heldout_problems=1, heldout_samples=2, heldout_execute=False,
                        max_completion_tokens=384, device="cpu", policy_margin=1e9, policy_gate="reward_only",
                        scoring=ScoringSettings(device="cpu", max_length=64)))

@@ -45,7 +45,7 @@ def command_requests(defs, settings, monkeypatch) -> list[tuple]:
     """The run requests `orchrm loop` makes for its first decision (recorded instead of run)."""
     asked = []
 
-    def record(defs_, instance, step):
+    def record(defs_, instance, step, on_log=None):
         asked.append(_request(dagster_loop.step_run(step).run_request(step.run_key)))
         return dataclasses.make_dataclass("Result", [("success", bool)])(True)
 

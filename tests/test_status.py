@@ -129,10 +129,12 @@ def test_a_spent_token_budget_stops_the_rounds_and_says_so(with_pairs, monkeypat
     with_loop(monkeypatch, token_budget=1500)
     result = invoke("status")
     assert result.exit_code == 0, result.output
-    assert "stopped: the loop has spent its token budget (1,700 of 1,500 tokens)" in result.output
-    assert "tokens: 1,700 of the 1,500 token_budget (spent: no round starts)" in result.output
+    spent = "1,700 tokens (rounds 1,700, rollouts 0, reward-model retraining 0)"
+    assert f"stopped: the loop has spent its token budget ({spent} of 1,500)" in result.output
+    assert f"tokens: {spent} of the 1,500 token_budget (spent: no round starts)" in result.output
     loop = status_json()["loop"]
-    assert loop["tokens"] == {"spent": 1700, "budget": 1500} and loop["next"] == []
+    assert loop["tokens"] == {"spent": 1700, "spent_rounds": 1700, "spent_rollouts": 0, "spent_retraining": 0,
+                              "budget": 1500} and loop["next"] == []
 
 
 def test_a_batch_that_waited_past_the_window_for_the_champion_s_scores_is_named(with_pairs, monkeypatch):

@@ -4,7 +4,7 @@ milliseconds, so tests run the real code paths on the CPU."""
 from __future__ import annotations
 
 
-def make_tiny_policy(folder, hidden_size: int = 32) -> str:
+def make_tiny_policy(folder, hidden_size: int = 32, heads: int = 2, kv_heads: int = 2) -> str:
     """A 2-layer Llama with SmolLM2's tokenizer, saved as a Hugging Face folder (a decoder reward model's backbone
     too: loaded as a sequence classifier, it gets a fresh score head)."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, set_seed
@@ -14,7 +14,8 @@ def make_tiny_policy(folder, hidden_size: int = 32) -> str:
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_dir()), gguf_file=EMBEDDED_GGUF)
     set_seed(0)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+                         num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                         max_position_embeddings=4096,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
     LlamaForCausalLM(config).save_pretrained(folder)

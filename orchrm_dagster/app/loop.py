@@ -3,8 +3,13 @@ sensors make (assets/loop.py builds them), until the loop stops."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+import contextlib
+from contextlib import contextmanager
 
 import dagster as dg
 
@@ -19,10 +24,12 @@ class LoopFailed(RuntimeError):
 
 
 def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step], None] = lambda step: None,
-          on_decision: Callable[[Decision], None] = lambda decision: None, poll_s: float = 5.0) -> Decision:
+          on_decision: Callable[[Decision], None] = lambda decision: None, poll_s: float = 5.0,
+          on_log: Callable[[str], None] = lambda line: None) -> Decision:
     """Asks the engine what happens next and runs the steps it returns, in-process on the shared instance, with
     the run requests the sensors would make, until the loop stops (its rounds or budget are spent). Steps another
-    process runs (the daemon, say) are waited for."""
+    process runs (the daemon, say) are waited for. `on_log` hears each step's run log as it is written (a round's
+    progress, from its training process)."""
     instance = cli_instance()
     root = defs.resources["storage"].storage_root()
     done: set[str] = set()
@@ -40,16 +47,56 @@ def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step]
             if step.key in done:  # succeeded, yet asked for again: the state did not move, and would not
                 raise LoopFailed(f"{step.key} succeeded but the loop asks for it again: {step.why}")
             on_step(step)
-            if execute_step(defs, instance, step).success:
+            if execute_step(defs, instance, step, on_log).success:
                 done.add(step.key)
 
 
-def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step):
+def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step,
+                 on_log: Callable[[str], None] | None = None):
     """One step as an in-process run of its job (its failure is recorded in the instance, where the next decision
-    counts it)."""
+    counts it); `on_log` hears its run log's lines as they are written."""
     run = step_run(step)
     for name, keys in run.partitions:
         instance.add_dynamic_partitions(name, list(keys))
-    return defs.resolve_job_def(run.job_name).execute_in_process(
-        partition_key=run.partition_key, instance=instance, raise_on_error=False, run_config=quiet(run.run_config),
-        tags={**run.tags, **process_tags()})
+    run_id = str(uuid.uuid4())
+    with relayed_log(instance, run_id, on_log):
+        return defs.resolve_job_def(run.job_name).execute_in_process(
+            partition_key=run.partition_key, instance=instance, raise_on_error=False,
+            run_config=quiet(run.run_config), tags={**run.tags, **process_tags()}, run_id=run_id)
+
+
+@contextmanager
+def relayed_log(instance: dg.DagsterInstance, run_id: str, on_log: Callable[[str], None] | None,
+                poll_s: float = 2.0) -> Iterator[None]:
+    """While the block runs, the run's log messages (info and above, not Dagster's own events) go to `on_log`, read
+    from the instance's event log every `poll_s` seconds: the UI's run log, as the run writes it."""
+    if on_log is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def relay() -> None:
+        cursor = None
+        while True:
+            stopping = stop.wait(poll_s)
+            try:
+                found = instance.get_records_for_run(run_id, cursor=cursor)
+            except Exception:  # noqa: BLE001 (the run not written yet; the storage busy): asked again next time
+                found = None
+            if found is not None:
+                cursor = found.cursor
+                for record in found.records:
+                    entry = record.event_log_entry
+                    if entry.dagster_event is None and entry.user_message and entry.level >= logging.INFO:
+                        with contextlib.suppress(Exception):  # a line that cannot be shown stops no later one
+                            on_log(entry.user_message)
+            if stopping:
+                return
+
+    thread = threading.Thread(target=relay, name="run-log-relay", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

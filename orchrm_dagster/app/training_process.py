@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 FORWARDED_LOGGERS = ("orchrm_dagster",)
 
@@ -34,12 +35,14 @@ def main() -> None:
     watch_owners()
     with open_dagster_pipes() as pipes:
         log_file = pipes.extras.get("log_file")
+        said = threading.Lock()  # the round's progress speaks from a thread of its own
 
         def say(line: str) -> None:
-            pipes.log.info(line)
-            if log_file:
-                with open(log_file, "a") as out:
-                    out.write(line.rstrip("\n") + "\n")
+            with said:
+                pipes.log.info(line)
+                if log_file:
+                    with open(log_file, "a") as out:
+                        out.write(line.rstrip("\n") + "\n")
 
         handler = _Forward(say)
         for name in FORWARDED_LOGGERS:

@@ -294,6 +294,20 @@ GRPO_ROUNDS = pa.schema(
         ("heldout_reward_low_after", pa.float64()),
         ("heldout_reward_high_after", pa.float64()),
         ("seconds_by_phase", pa.string()),  # JSON: where the round's seconds went (grpo/profile.py), each phase's own
+        # What shaped each side's held-out plans (grpo.round.held_out_key): a side is reused only under the same key
+        ("heldout_key_before", pa.string()),
+        ("heldout_key_after", pa.string()),
+        ("heldout_failed_before", pa.int64()),  # held-out plans whose decoding, execution or scoring failed
+        ("heldout_failed_after", pa.int64()),
+        ("heldout_failure_before", pa.string()),  # the first failure's cause (null: none failed)
+        ("heldout_failure_after", pa.string()),
+        # the accuracy the champion's calibration predicts from its scores of each side's plans (null: no calibration)
+        ("heldout_predicted_accuracy_before", pa.float64()),
+        ("heldout_predicted_accuracy_after", pa.float64()),
+        ("calibration", pa.string()),  # JSON: the champion's calibration the predictions came from (rm.calibration)
+        # the gate's own cost: held-out plans sampled (prompt and completion), executed and scored, and the scoring
+        # of the runs the calibration was fitted on (a reused side costs nothing)
+        ("heldout_tokens", pa.int64()),
     ]
 )
 

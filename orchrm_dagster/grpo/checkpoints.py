@@ -18,7 +18,7 @@ from orchrm_dagster.orchestration import PolicySpec
 from orchrm_dagster.storage import MANIFEST, CheckpointStore, LockTimeout, StorageRoot, folder_name, local_work_dir
 
 # what a round spent, by kind (grpo_rounds columns): the rounds' table, the asset's metadata and the manifest show them
-TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens")
+TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens", "heldout_tokens")
 
 
 def round_tokens(row: dict) -> int:
@@ -69,9 +69,9 @@ def ensure_local(root: StorageRoot, row: dict) -> str:
 
 
 def policy_manifest(root: StorageRoot, round_number: int) -> dict:
-    """The manifest of a round's checkpoint (its base model, reward mode, problems and token costs)."""
-    row = next(r for r in read_table(root, "policy_checkpoints") if r["round"] == round_number)
-    return json.loads((Path(ensure_local(root, row)) / MANIFEST).read_text())
+    """The manifest of a round's published checkpoint (its base model, reward mode, problems and token costs),
+    fetched alone from an object store (the weights stay there until used)."""
+    return json.loads(policy_store(root).fetch_file(round_number, MANIFEST).read_text())
 
 
 _SCHEMAS = {"policy_checkpoints": POLICY_CHECKPOINTS, "grpo_rounds": GRPO_ROUNDS}

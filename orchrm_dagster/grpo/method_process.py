@@ -30,7 +30,8 @@ def train_in_processes(context: MethodContext) -> TrainOutcome:
     # beside the method's folder, which a method may start over
     outcome = run_data_parallel("orchrm_dagster.grpo.method_process", f"{context.output_dir}-processes", job,
                                 settings.processes, resolve_device(settings.device))
-    return TrainOutcome(**{**outcome, "generation_calls": tuple(map(tuple, outcome["generation_calls"]))})
+    return TrainOutcome(**{**outcome, "generation_calls": tuple(map(tuple, outcome["generation_calls"])),
+                           "trained_problems": tuple(outcome.get("trained_problems", ()))})
 
 
 def train_share(job: dict, folder: Path) -> dict:

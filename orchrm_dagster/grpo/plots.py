@@ -27,6 +27,8 @@ def rounds_png(rows: list[dict]) -> bytes:
     reward.set(title="mean training reward", xlabel="round")
     kl.plot(rounds, [r["kl"] for r in rows], marker="o", color="tab:red")
     kl.set(title="KL to the round's start", xlabel="round")
+    if all(r["kl"] is None for r in rows):
+        kl.text(0.5, 0.5, "not measured: KL off (kl_beta 0)", transform=kl.transAxes, ha="center", color="gray")
     _sides(held_out, rows, {side: (f"heldout_reward_{side}", f"heldout_reward_low_{side}",
                                    f"heldout_reward_high_{side}") for side in ("before", "after")})
     held_out.set(title="held-out reward (champion's mean score)", xlabel="round")
@@ -38,6 +40,7 @@ def rounds_png(rows: list[dict]) -> bytes:
               + ("\nhacking?" if r.get("reward_hacking") else "") for r in rows]
     for ax in axes.flat:
         ax.set_xticks(rounds, labels=labels, fontsize=7)
+        ax.set_xlim(rounds[0] - 0.5, rounds[-1] + 0.5)  # one round alone: not stretched to its sides' offsets
         ax.grid(alpha=0.3)
     environments = sorted({r.get("environment") or DEFAULT_ENVIRONMENT for r in rows})
     if any(is_simulated(name) for name in environments):
@@ -60,8 +63,9 @@ def _sides(ax, rows: list[dict], columns: dict[str, tuple[str, str, str]]) -> No
 
 
 ROUNDS_HEADERS = ["round", "method", "rewards", "environment", "rm", "reward", "KL", "held-out reward before",
-                  "held-out reward after", "accuracy before", "accuracy after", "difference", "verdict", "gate",
-                  "hacking?", "generation tokens", "reward tokens", "rollout tokens", "training tokens", "total tokens"]
+                  "held-out reward after", "accuracy before", "accuracy after", "difference", "predicted gain",
+                  "failed plans", "verdict", "gate", "hacking?", "generation tokens", "reward tokens",
+                  "rollout tokens", "training tokens", "held-out tokens", "total tokens"]
 
 
 def rounds_table(rows: list[dict]) -> tuple[list[str], list[tuple]]:
@@ -69,7 +73,7 @@ def rounds_table(rows: list[dict]) -> tuple[list[str], list[tuple]]:
     its interval and plan count, the verdict and what it was decided on; a simulated environment named as such."""
     table = []
     for r in rows:
-        tokens = [r[key] for key in TOKEN_COLUMNS]
+        tokens = [r.get(key) for key in TOKEN_COLUMNS]
         table.append((r["round"], r["method"], r["reward_mode"], environment_label(r.get("environment")), r["rm_version"],
                       _number(r["mean_reward"]), _number(r["kl"]),
                       _interval(r["heldout_reward_before"], r.get("heldout_reward_low_before"),
@@ -78,6 +82,7 @@ def rounds_table(rows: list[dict]) -> tuple[list[str], list[tuple]]:
                                 r.get("heldout_reward_high_after")),
                       accuracy_text(r, "before"), accuracy_text(r, "after"),
                       _interval(None, r.get("accuracy_difference_low"), r.get("accuracy_difference_high")),
+                      predicted_gain_text(r), failed_text(r),
                       r.get("verdict") or ("promoted" if r["promoted"] else "rejected"), r.get("gate") or "",
                       "yes" if r.get("reward_hacking") else "", *tokens, round_tokens(r)))
     return ROUNDS_HEADERS, table
@@ -105,3 +110,18 @@ def accuracy_text(row: dict, side: str) -> str:
     count = f" ({correct}/{plans})" if plans is not None and correct is not None else ""
     return _interval(row[column], row.get(f"heldout_accuracy_low_{side}"), row.get(f"heldout_accuracy_high_{side}")) \
         + count
+
+
+def predicted_gain_text(row: dict) -> str:
+    """The accuracy gain the champion's calibration predicted from each side's scores (`grpo.gate`), with the two
+    predictions; empty without a calibration."""
+    before, after = row.get("heldout_predicted_accuracy_before"), row.get("heldout_predicted_accuracy_after")
+    if before is None or after is None:
+        return ""
+    return f"{after - before:+.3f} ({before:.3f} -> {after:.3f})"
+
+
+def failed_text(row: dict) -> str:
+    """Held-out plans that failed (decoding, execution or scoring), before / after; empty when none did."""
+    before, after = row.get("heldout_failed_before") or 0, row.get("heldout_failed_after") or 0
+    return f"{before} / {after}" if before or after else ""

@@ -24,10 +24,10 @@ def round_slice(items: Sequence[Item], round_number: int, per_round: int) -> lis
 
 def round_problems(root: StorageRoot, settings, round_number: int) -> tuple[list[Problem], list[Problem]]:
     """(training problems of this round, held-out problems): the benchmark's last `heldout_problems` are never
-    trained on; the rest are taken `train_problems` at a time, round after round, wrapping around."""
+    trained on; the rest are taken `problems_per_round` at a time, round after round, wrapping around."""
     problems = select_problems(root, settings.benchmark, 10**9)
     held_out, pool = problems[-settings.heldout_problems:], problems[:-settings.heldout_problems]
-    return round_slice(pool, round_number, settings.train_problems), held_out
+    return round_slice(pool, round_number, settings.problems_per_round), held_out
 
 
 def plan_dataset(policy: PolicySpec, problems: list[Problem], settings):

@@ -8,27 +8,34 @@ rewards build on what lies below them (`problems`, `train`, `rewards.Rollouts`),
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from orchrm_dagster.contract import RunErrorKind
+from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.environments import Executor, executor_for
 from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_model_dir, checkpoint_policies,
                                              checkpoint_row, policy_name, publish_checkpoint, read_table, round_lock,
                                              round_name)
-from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Reward, policy_gate
+from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Measured, Reward, policy_gate
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
 from orchrm_dagster.grpo.method_process import train_in_processes
 from orchrm_dagster.grpo.methods import METHODS, MethodContext, method_named
+from orchrm_dagster.grpo import progress
 from orchrm_dagster.grpo.profile import current_seconds, phase, profiled
+from orchrm_dagster.grpo.progress import Planned, reporting
 from orchrm_dagster.grpo.problems import round_problems
 from orchrm_dagster.grpo.rewards import Rollouts, held_out_rewards, plan_parses
 from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome
-from orchrm_dagster.llm import BackendSpec, build_backend
+from orchrm_dagster.llm import BackendSpec, build_backend, unload_model
 from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
 from orchrm_dagster.rm import champion_scorer, domain_of, trained_on
+from orchrm_dagster.rm import Calibration, champion_calibration
 from orchrm_dagster.storage import StorageRoot, local_work_dir
 
 
@@ -51,15 +58,24 @@ class RoundOutcome:
         return cls(**data)
 
 
+# Why a held-out plan measured nothing: the orchestrator produced no plan, or its execution failed for a reason of the
+# environment's, not the plan's (a plan that does not parse is the policy's own doing: measured, as incorrect)
+FAILED_KINDS = frozenset({RunErrorKind.GENERATION_FAILED, RunErrorKind.AGENT_FAILED, RunErrorKind.TIMEOUT,
+                          RunErrorKind.EXECUTOR_FAILED})
+HELD_OUT_SEED_OFFSET = 10_000  # held-out plans are seeded apart from the training's
+HELD_OUT_PLANS_FILE = "heldout_plans.parquet"  # in the round's work folder: each side's plans as measured
+
+
 @dataclass(frozen=True)
 class HeldOut:
-    """A policy measured on the held-out problems: the champion's rewards of its plans and, where they were executed,
-    how many answered correctly (in the round's environment)."""
+    """A policy measured on the held-out problems (one side of the gate), the key of everything that shaped its
+    plans (`held_out_key`), and the plans themselves with what became of each (none for a reused measure)."""
 
-    reward: Reward
-    plans: list  # the samples
-    accuracy: Accuracy | None = None
-
+    measured: Measured
+    key: str
+    plans: list[dict] = dataclasses.field(default_factory=list)  # problem_id, plan, parses, score, correct, failure
+    calibration: Calibration | None = None  # what predicted its accuracy (`measured.predicted`)
+    tokens: int = 0  # what measuring it cost: the plans sampled (prompt and completion), executed and scored
 
 def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int,
                     registry: dict[str, PolicySpec]) -> tuple[PolicySpec, str]:
@@ -80,7 +96,8 @@ def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int
 
 def run_round(root: StorageRoot, round_number: int, settings: GRPOSettings, registry: dict[str, PolicySpec],
               subagents: BackendSpec, on_step: Callable[[str], None] = lambda text: None) -> RoundOutcome:
-    with round_lock(root), profiled() as profile:  # another round holds the lock: fail now rather than queue
+    # another round holds the lock: fail now rather than queue
+    with round_lock(root), profiled() as profile, reporting(on_step, f"round {round_number}"):
         outcome = _run_round(root, round_number, settings, registry, subagents, on_step)
     return dataclasses.replace(outcome, profile=dict(profile.seconds))
 
@@ -89,8 +106,9 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     started = time.perf_counter()
     policy, model_dir = starting_policy(root, settings, round_number, registry)
     policy = _trained_shape(policy, settings)
+    domain = domain_of(settings.benchmark)
     with phase("reward model load"):
-        rm_version, scorer = champion_scorer(root, settings.scoring, domain_of(settings.benchmark))
+        rm_version, scorer = champion_scorer(root, settings.scoring, domain)
     problem = recipe_problem(settings.start, trained_on(root, rm_version))
     if problem is not None:
         raise ValueError(problem)
@@ -98,8 +116,22 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     executor = executor_for(settings.execution, lambda: build_backend(subagents))
     on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name}), executed in the "
             f"{executor.environment} environment")
-    before = _start_checkpoint_after(root, policy, rm_version, settings, executor, len(held_out)) or measure_held_out(
-        policy, model_dir, held_out, settings, scorer, subagents, executor, execute=settings.heldout_execute)
+    key = held_out_key(policy, held_out, settings, rm_version, executor, subagents)
+    before = reused_measure(root, key, settings)
+    calibration = before.calibration if before else None  # a reused side's prediction came from its calibration
+    calibration_tokens = 0
+    if calibration is None:
+        with phase("calibration (runs the champion never trained on, scored)"):
+            calibration, calibration_tokens = champion_calibration(root, rm_version, domain, scorer)
+    measure = HeldOutMeasure(held_out, settings, scorer, subagents, executor, rm_version, calibration)
+    held_out_plans = Planned("held-out", len(held_out) * settings.heldout_samples)
+    progress.plan(([] if before else [held_out_plans])
+                  + ([Planned("training", settings.steps)] if settings.method == "grpo" else []) + [held_out_plans])
+    if before is None:
+        before = measure(policy, model_dir)
+    else:
+        on_step(f"round {round_number}: the starting policy's held-out measure is reused: an earlier round measured "
+                f"it under the same key {before.key}")
     work = local_work_dir(root) / "grpo" / round_name(round_number)
     new_policy = work / MODEL_SUBDIR  # where the method saves the policy it trains
     method = method_named(settings.method)
@@ -114,16 +146,19 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
         verdict = GateVerdict(UNTRAINED, trained.untrained, settings.policy_gate)
         after, checkpoint = before, None
     else:
-        checkpoint = PolicySpec(name=policy_name(round_number), kind="checkpoint",
-                                checkpoint_path=str(new_policy), step=round_number, prompt=policy.prompt,
-                                max_agents=policy.max_agents, max_new_tokens=policy.max_new_tokens)
+        # sampled as its start was (grammar, top-p, plan budget, agents): only the weights differ
+        checkpoint = dataclasses.replace(policy, name=policy_name(round_number), kind="checkpoint", model=None,
+                                         checkpoint_path=str(new_policy), step=round_number)
         on_step(f"round {round_number}: held-out plans of the new policy")
-        after = measure_held_out(checkpoint, str(new_policy), held_out, settings, scorer, subagents, executor,
-                                 execute=settings.heldout_execute)
-        verdict = policy_gate(before.reward, after.reward, before.accuracy, after.accuracy, settings.gate_rule)
-    on_step(f"round {round_number}: {verdict.verdict}: {verdict.reason}")
+        after = measure(checkpoint, str(new_policy))
+        verdict = policy_gate(before.measured, after.measured, settings.gate_rule)
+    said = verdict.reason if verdict.reason.startswith(verdict.verdict) else f"{verdict.verdict}: {verdict.reason}"
+    on_step(f"round {round_number}: {said}")
+    keep_held_out_plans(work, before, after)
     row = _round_row(round_number, settings, rm_version, trained, before, after, time.perf_counter() - started,
-                     policy.name, verdict, published=checkpoint is not None, executor=executor)
+                     policy.name, verdict, published=checkpoint is not None, executor=executor,
+                     calibration=calibration, heldout_tokens=calibration_tokens + before.tokens
+                     + (after.tokens if after is not before else 0))
     path = None
     if checkpoint is not None:
         manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
@@ -132,6 +167,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                     "truth": executor.truth,
                     "verdict": verdict.verdict, "gate": verdict.gate,
                     "train_problems": [p.problem_id for p in train],
+                    "trained_problems": list(trained.trained_problems),
                     "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in TOKEN_COLUMNS}}
         with phase("checkpoint publish"):
             path = str(publish_checkpoint(root, round_number, new_policy, manifest))
@@ -148,23 +184,126 @@ def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
                                grammar=settings.grammar, backend_kind=None)  # a model folder: see backend_spec
 
 
-def measure_held_out(policy: PolicySpec, model_dir: str, problems: list[Problem], settings: GRPOSettings, scorer,
-                     subagents: BackendSpec, executor, execute: bool) -> HeldOut:
-    """The champion's rewards of `heldout_samples` plans per held-out problem sampled with fixed seeds (and, with
-    `execute`, how many of them answer correctly when executed by `executor`, in the round's environment)."""
-    backend = build_backend(_held_out_batches(
-        dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(subagents), settings.heldout_batch_size))
-    policy = dataclasses.replace(policy, temperature=settings.heldout_temperature)
-    with phase("held-out sampling (policy load included)"):
-        samples = sample_plans(policy, backend, problems, settings.heldout_samples, seed=settings.seed + 10_000)
-    accuracy = None
-    if execute:
+@dataclass(frozen=True)
+class HeldOutMeasure:
+    """How a round measures a policy on its held-out problems: `heldout_samples` plans per problem sampled with fixed
+    seeds, executed (with `heldout_execute`) in the round's environment and scored by the champion; each side of
+    the gate is one call."""
+
+    problems: list[Problem]
+    settings: GRPOSettings
+    scorer: object
+    subagents: BackendSpec
+    executor: Executor
+    rm_version: int
+    calibration: Calibration | None = None
+
+    def key(self, policy: PolicySpec) -> str:
+        return held_out_key(policy, self.problems, self.settings, self.rm_version, self.executor, self.subagents)
+
+    def __call__(self, policy: PolicySpec, model_dir: str) -> HeldOut:
+        settings = self.settings
+        backend = build_backend(_held_out_batches(
+            dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(self.subagents),
+            settings.heldout_batch_size))
+        sampled = dataclasses.replace(policy, temperature=settings.heldout_temperature)
+        with phase("held-out sampling (policy load included)"):
+            samples = self._sample(sampled, backend)
+        unload_model(model_dir)  # neither it nor its decoding caches stay in memory through training
+        plans = [{"problem_id": s.problem_id, "sample_index": s.sample_index, "plan": s.plan,
+                  "parses": plan_parses(s.plan), "score": None, "correct": None,
+                  "failure": s.plan_error if s.plan_error_kind == RunErrorKind.GENERATION_FAILED.value else None}
+                 for s in samples]
+        tokens = sum(s.orchestrator_prompt_tokens + s.orchestrator_completion_tokens for s in samples)
+        if settings.heldout_execute:
+            tokens += self._execute(samples, plans)
+        with phase("held-out scoring"):
+            tokens += self._score(samples, plans)
+        return HeldOut(measured_side(plans, settings.unparseable_margin, settings.heldout_execute, self.calibration),
+                       self.key(policy), plans, self.calibration, tokens)
+
+    def _sample(self, policy: PolicySpec, backend) -> list:
+        """The held-out plans, a decoding batch of problems at a time (each plan's seed is its own: the chunks
+        change nothing of what is sampled), its progress said as it goes."""
+        settings = self.settings
+        per_call = max(1, settings.heldout_batch_size // settings.heldout_samples)
+        progress.begin(f"held-out plans of {policy.name}", "held-out",
+                       len(self.problems) * settings.heldout_samples, "plans sampled")
+        samples = []
+        for start in range(0, len(self.problems), per_call):
+            samples += sample_plans(policy, backend, self.problems[start:start + per_call], settings.heldout_samples,
+                                    seed=settings.seed + HELD_OUT_SEED_OFFSET)
+            progress.advance(to=len(samples))
+        return samples
+
+    def _execute(self, samples: list, plans: list[dict]) -> int:
+        """Each plan executed and labeled (or its failure kept); the sub-agent tokens it cost."""
+        todo = [i for i, plan in enumerate(plans) if plan["failure"] is None]
+        rollouts = Rollouts(self.executor)
         with phase("held-out execution"):
-            labeled = Rollouts(executor).run_samples(samples)
-        accuracy = Accuracy(sum(item.correct for item in labeled), len(samples))
-    with phase("held-out scoring"):
-        rewards = held_out_plan_rewards(samples, scorer, settings.unparseable_margin)
-    return HeldOut(Reward.of(rewards), samples, accuracy)
+            labeled = rollouts.run_samples([samples[i] for i in todo])
+        for i, item in zip(todo, labeled):
+            if item.result.error_kind in FAILED_KINDS:
+                plans[i]["failure"] = f"execution failed ({item.result.error_kind.value}): {item.result.error}"
+            else:
+                plans[i]["correct"] = item.correct
+        return rollouts.tokens
+
+    def _score(self, samples: list, plans: list[dict]) -> int:
+        """Each parseable plan's champion score (or its failure kept); the tokens the champion read."""
+        todo = [i for i, plan in enumerate(plans) if plan["failure"] is None and plan["parses"]]
+        if not todo:
+            return 0
+        cause, lengths = None, []
+        try:
+            scores, lengths = self.scorer.score_with_lengths([samples[i].question for i in todo],
+                                                             [samples[i].plan for i in todo])
+        except Exception as error:  # a scorer that raised measured nothing of these plans
+            scores = [None] * len(todo)
+            cause = f"scoring failed: {type(error).__name__}: {error}"
+        for i, score in zip(todo, scores):
+            if score is None or not math.isfinite(score):
+                plans[i]["failure"] = cause if score is None else f"the champion scored the plan {score}"
+            else:
+                plans[i]["score"] = float(score)
+        return sum(lengths)
+
+
+def measured_side(plans: list[dict], margin: float, executed: bool, calibration: Calibration | None) -> Measured:
+    """One side of the gate from its plans: the failed ones set apart (counted, the first cause kept), the rest
+    rewarded by the rule (`placed_rewards`), counted correct where executed, and predicted by the calibration (a plan
+    that does not parse answers nothing). No failed plan and no non-finite number reaches the gate."""
+    failed = [p for p in plans if p["failure"] is not None]
+    kept = [p for p in plans if p["failure"] is None]
+    rewards = placed_rewards([p["score"] for p in kept], [p["problem_id"] for p in kept], margin)
+    reward = Reward.of(rewards) if rewards else Reward.unparseable(len(kept))
+    accuracy = Accuracy(sum(bool(p["correct"]) for p in kept), len(kept)) if executed and kept else None
+    predicted = None
+    if calibration is not None and kept:
+        predicted = math.fsum(calibration.probability(p["score"]) if p["score"] is not None else 0.0
+                              for p in kept) / len(kept)
+    return Measured(reward, accuracy, len(failed), failed[0]["failure"] if failed else None, predicted)
+
+
+def held_out_key(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings, rm_version: int,
+                 executor: Executor, subagents: BackendSpec) -> str:
+    """Everything that decides a policy's held-out plans and how they are measured, hashed: the policy (its name,
+    model or model folder, prompt, kind and top-p), the problems, their samples, seeds and temperature, the plan's
+    agents, tokens and grammar, the champion that scores them, how (`scoring`) and how unparseable plans are placed,
+    the environment and its truth, the execution's settings and the sub-agents' backend (which also decodes the
+    policy). One measure stands in for another only under the same key (`reused_measure`), and each
+    round records its sides' keys."""
+    shaped = {"policy": [policy.name, policy.model, policy.checkpoint_path if policy.kind != "checkpoint" else None,
+                         policy.prompt, policy.kind, policy.top_p],
+              "benchmark": settings.benchmark, "problems": [p.problem_id for p in problems],
+              "samples": settings.heldout_samples, "seed": settings.seed + HELD_OUT_SEED_OFFSET,
+              "temperature": settings.heldout_temperature, "max_agents": settings.max_agents,
+              "max_tokens": settings.max_completion_tokens, "grammar": settings.grammar,
+              "rm_version": rm_version, "unparseable_margin": settings.unparseable_margin,
+              "executed": settings.heldout_execute, "environment": executor.environment, "truth": executor.truth,
+              "execution": config_to_json(settings.execution), "scoring": config_to_json(settings.scoring),
+              "subagents": config_to_json(subagents)}
+    return hashlib.sha256(json.dumps(shaped, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _held_out_batches(spec, batch_size: int):
@@ -172,57 +311,74 @@ def _held_out_batches(spec, batch_size: int):
     return dataclasses.replace(spec, max_batch_size=batch_size) if hasattr(spec, "max_batch_size") else spec
 
 
-def held_out_plan_rewards(samples: list, scorer, margin: float) -> list[float]:
-    """The champion's score of each sample. A plan that does not parse counts as the training rule places it,
-    `margin` below the lowest parseable plan of its problem on the champion's raw scale (so before and after are
-    measured alike, whatever the champion's offset); where none of a problem's plans parses, below the lowest plan
-    of the whole measurement; where none parses at all, -inf each: no checkpoint measures lower."""
+def placed_rewards(scores: list[float | None], problem_ids: list[str], margin: float) -> list[float] | None:
+    """The held-out reward of each plan: its champion score, or, for a plan that does not parse (None), the training
+    rule's place, `margin` below the lowest parseable plan of its problem on the champion's raw scale (so before and
+    after are measured alike, whatever the champion's offset); where none of a problem's plans parses, below the
+    lowest plan of the whole measurement. None where no plan parses at all: there is no reward to speak of."""
+    if not any(score is not None for score in scores):
+        return None
+    by_problem = held_out_rewards(scores, problem_ids, margin)
+    return held_out_rewards(by_problem, [None] * len(scores), margin)
+
+
+def held_out_plan_rewards(samples: list, scorer, margin: float) -> list[float] | None:
+    """`placed_rewards` of samples (question, plan, problem_id) scored by `scorer`."""
     parses = [plan_parses(s.plan) for s in samples]
     valid = [s for s, parsed in zip(samples, parses) if parsed]
     scores = iter(scorer.score([s.question for s in valid], [s.plan for s in valid]) if valid else [])
-    raw = [next(scores) if parsed else None for parsed in parses]
-    by_problem = held_out_rewards(raw, [s.problem_id for s in samples], margin)
-    rewards = held_out_rewards(by_problem, [None] * len(samples), margin)
-    return rewards if rewards[0] is not None else [float("-inf")] * len(samples)
+    return placed_rewards([next(scores) if parsed else None for parsed in parses], [s.problem_id for s in samples],
+                          margin)
 
 
-def _start_checkpoint_after(root: StorageRoot, policy: PolicySpec, rm_version: int, settings: GRPOSettings,
-                            executor: Executor, held_out_problems: int) -> HeldOut | None:
-    """An earlier held-out measure of the policy a round starts from stands for this round's before: the checkpoint's
-    own, taken after its round, or one an earlier round took of the same policy before it trained (a loop whose
-    rounds are not promoted starts each from the same policy: it is measured once). Only when the champion, the
-    environment (a simulated one's truth and parameters included) and the number of held-out plans are the same (and,
-    with heldout_execute, when that measure has an accuracy). The held-out problems and seeds come from the round
-    config: a loop that changes them mid-way compares apart."""
-    plans = held_out_problems * settings.heldout_samples
-    for side, named in (("after", "policy_checkpoint"), ("before", "start_policy")):
-        rows = [r for r in read_table(root, "grpo_rounds")
-                if r[named] == policy.name and r["rm_version"] == rm_version
-                and r["environment"] == executor.environment and r["truth"] == executor.truth
-                and r[f"heldout_plans_{side}"] == plans]
-        if rows and not (settings.heldout_execute and rows[0][f"heldout_correct_{side}"] is None):
-            return _held_out_of(rows[0], side, plans)
+def keep_held_out_plans(work, before: HeldOut, after: HeldOut) -> None:
+    """Each side's held-out plans, as measured, in the round's work folder (heldout_plans.parquet): what the gate
+    decided on, to read back (a reused side has none)."""
+    import polars as pl
+
+    sides = [("before", before)] + ([("after", after)] if after is not before else [])
+    rows = [{"side": side, **plan} for side, held in sides for plan in held.plans]
+    if rows:
+        work.mkdir(parents=True, exist_ok=True)
+        pl.DataFrame(rows, infer_schema_length=None).write_parquet(work / HELD_OUT_PLANS_FILE)
+
+
+def reused_measure(root: StorageRoot, key: str, settings: GRPOSettings) -> HeldOut | None:
+    """An earlier held-out measure taken under the same key stands for this one: a checkpoint's own, taken after its
+    round, or one an earlier round took of the same policy before it trained (a loop whose rounds are not promoted
+    starts each from the same policy: it is measured once). Never a side that had a failed plan, and, with
+    heldout_execute, only one with an accuracy."""
+    for row in reversed(read_table(root, "grpo_rounds")):
+        for side in ("after", "before"):
+            if (row[f"heldout_key_{side}"] == key and not row[f"heldout_failed_{side}"]
+                    and not (settings.heldout_execute and row[f"heldout_correct_{side}"] is None)):
+                return _held_out_of(row, side, key)
     return None
 
 
-def _held_out_of(row: dict, side: str, plans: int) -> HeldOut:
+def _held_out_of(row: dict, side: str, key: str) -> HeldOut:
+    plans = row[f"heldout_plans_{side}"]
     correct = row[f"heldout_correct_{side}"]
+    mean = row[f"heldout_reward_{side}"]
+    reward = Reward(mean, row[f"heldout_reward_std_{side}"] or 0.0, plans)
     accuracy = Accuracy(correct, plans) if correct is not None else None
-    return HeldOut(Reward(row[f"heldout_reward_{side}"], row[f"heldout_reward_std_{side}"] or 0.0, plans), [],
-                   accuracy)
+    calibration = Calibration.from_json(row["calibration"]) if row["calibration"] else None
+    return HeldOut(Measured(reward, accuracy, 0, None, row[f"heldout_predicted_accuracy_{side}"]), key, [],
+                   calibration)
 
 
 def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before: HeldOut, after: HeldOut,
-               seconds: float, start_policy: str, verdict: GateVerdict, published: bool, executor: Executor) -> dict:
+               seconds: float, start_policy: str, verdict: GateVerdict, published: bool, executor: Executor,
+               calibration: Calibration | None, heldout_tokens: int) -> dict:
     confidence = settings.gate_confidence
     return {"round": round_number, "policy_checkpoint": policy_name(round_number) if published else None,
             "reward_mode": settings.reward_mode, "rm_version": rm_version, "steps": trained.steps,
             "mean_reward": trained.mean_reward, "kl": trained.kl, "generation_tokens": trained.generation_tokens,
             "reward_tokens": trained.reward_tokens, "rollout_tokens": trained.rollout_tokens,
-            "heldout_reward_before": before.reward.mean, "heldout_reward_after": after.reward.mean,
-            "heldout_accuracy": after.accuracy.value if after.accuracy else None, "seconds": seconds,
-            "start_policy": start_policy,
-            "heldout_accuracy_before": before.accuracy.value if before.accuracy else None,
+            "heldout_reward_before": before.measured.reward.mean, "heldout_reward_after": after.measured.reward.mean,
+            "heldout_accuracy": after.measured.accuracy.value if after.measured.accuracy else None,
+            "seconds": seconds, "start_policy": start_policy,
+            "heldout_accuracy_before": before.measured.accuracy.value if before.measured.accuracy else None,
             "promoted": verdict.promoted, "reason": verdict.reason,
             "method": settings.method, "training_tokens": trained.training_tokens,
             "environment": executor.environment, "truth": executor.truth, "gate": verdict.gate, "verdict": verdict.verdict,
@@ -230,16 +386,21 @@ def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before
             **_side_columns("before", before, confidence), **_side_columns("after", after, confidence),
             "accuracy_difference_low": verdict.difference[0] if verdict.difference else None,
             "accuracy_difference_high": verdict.difference[1] if verdict.difference else None,
-            "seconds_by_phase": json.dumps({k: round(v, 2) for k, v in current_seconds(seconds).items()})}
+            "seconds_by_phase": json.dumps({k: round(v, 2) for k, v in current_seconds(seconds).items()}),
+            "calibration": calibration.to_json() if calibration else None, "heldout_tokens": heldout_tokens}
 
 
 def _side_columns(side: str, held_out: HeldOut, confidence: float) -> dict:
     """The counts and intervals of one side of the gate (`grpo_rounds`' *_before / *_after columns)."""
-    accuracy = held_out.accuracy
+    measured = held_out.measured
+    accuracy = measured.accuracy
     low, high = accuracy.interval(confidence) if accuracy else (None, None)
-    reward_low, reward_high = held_out.reward.interval(confidence)
-    return {f"heldout_plans_{side}": held_out.reward.plans,
+    reward_low, reward_high = measured.reward.interval(confidence)
+    return {f"heldout_plans_{side}": measured.reward.plans,
             f"heldout_correct_{side}": accuracy.correct if accuracy else None,
             f"heldout_accuracy_low_{side}": low, f"heldout_accuracy_high_{side}": high,
-            f"heldout_reward_std_{side}": held_out.reward.std,
-            f"heldout_reward_low_{side}": reward_low, f"heldout_reward_high_{side}": reward_high}
+            f"heldout_reward_std_{side}": measured.reward.std,
+            f"heldout_reward_low_{side}": reward_low, f"heldout_reward_high_{side}": reward_high,
+            f"heldout_key_{side}": held_out.key, f"heldout_failed_{side}": measured.failed,
+            f"heldout_failure_{side}": measured.failure,
+            f"heldout_predicted_accuracy_{side}": measured.predicted}

@@ -8,7 +8,7 @@ from orchrm_dagster.engine_config import Field, engine_config, sections_config
 from orchrm_dagster.grpo.gate import GateName, GateRule
 from orchrm_dagster.grpo.methods import METHODS, registered_methods
 from orchrm_dagster.grpo.rewards import REWARDS, reward_kinds
-from orchrm_dagster.llm import DecodingCache, decoding_cache_field, vllm_imports
+from orchrm_dagster.llm import DecodingCache, decoding_cache_field
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import ScoringSettings
 from orchrm_dagster.trainer_checkpoints import checkpoint_minutes_field
@@ -18,6 +18,8 @@ RewardName = REWARDS.name_type  # a registered reward's name, or a dotted path t
 RewardNames = REWARDS.names_type
 MethodName = METHODS.name_type  # a registered training method's name, or a dotted path to one
 MIN_UNPARSEABLE_MARGIN = 0.01  # below it, the gap could vanish in TRL's float32 weighted sum
+LORA_LEARNING_RATE = 1e-3  # measured to learn in a 6-step round on the CPU (docs/learning.md)
+FULL_LEARNING_RATE = 2e-5  # every weight trained: not measured on a GPU here
 
 
 RewardSettings = sections_config(
@@ -36,9 +38,11 @@ def small_execution() -> ExecutionSettings:
 
 @engine_config
 class GRPOSettings:
-    """Defaults follow MAS-Orchestra (8 samples per question, KL 0.001, clip 0.2) with fewer steps, shorter plans and
-    a larger learning rate, so a round on the embedded SmolLM2 ends in minutes on 2 CPU cores; on a GPU raise
-    steps and train_problems and lower learning_rate towards the paper's 1e-6."""
+    """The defaults are the round measured to learn on 2 CPU cores with the embedded SmolLM2 (docs/learning.md): 6
+    steps of MAS-Orchestra's group of 8 plans (clip 0.2), one training problem a step, LoRA at a constant learning
+    rate of 1e-3, KL off, one-agent plans of at most 200 tokens, and 128 executed held-out plans a side for the gate.
+    On a GPU (every weight trained) raise steps, agents and plan tokens; full-weight training's learning rate and KL
+    were not measured here."""
 
     method: MethodName = Field(
         default="grpo", description="How the round trains the policy: " + METHODS.described())
@@ -65,7 +69,10 @@ class GRPOSettings:
     policy: str = Field(default="smollm2-fewshot", description="The registry policy continued training starts from")
     scratch_policy: str = Field(default="smollm2-base", description="The registry policy a scratch round starts from")
     benchmark: str = Field(default="gsm8k", description="Problems the rounds train on (and hold out)")
-    train_problems: int = Field(default=4, description="Problems per round; each round takes the next ones")
+    train_problems: int | None = Field(
+        default=None, ge=1, description="Problems per round; each round takes the next ones. Unset: one per GRPO step "
+                                        "(GRPO trains one problem's group a step, so it never takes more problems "
+                                        "than steps: each one it rolls out is trained on)")
     group_size: int = Field(default=8, ge=2, description="Plans sampled per problem and step (GRPO's group)")
     micro_batch_size: int | None = Field(
         default=None, description="Plans per forward/backward pass; the group's gradients accumulate over "
@@ -76,16 +83,26 @@ class GRPOSettings:
                                "launch` (NCCL, one per GPU; gloo on the CPU) with TRL's own multi-process support; "
                                "a step still trains on one group of group_size plans (each process "
                                "group_size / processes of them)")
-    steps: int = Field(default=2, ge=1, description="Optimizer steps per round (one problem's group per step)")
-    learning_rate: float = Field(default=2e-5, description="AdamW learning rate")
+    steps: int = Field(default=6, ge=1, description="Optimizer steps per round (one training problem's group per "
+                                                    "step, the problems in turn)")
+    learning_rate: float | None = Field(
+        default=None, gt=0, description=f"AdamW learning rate; unset: {LORA_LEARNING_RATE:g} when LoRA adapters train "
+                                        f"(measured to learn on the CPU, docs/learning.md), {FULL_LEARNING_RATE:g} "
+                                        f"when every weight trains (not measured on a GPU here)")
     lr_scheduler: Literal["linear", "constant"] = Field(
-        default="linear", description="How the learning rate moves over a round's steps: linear (decays to 0, TRL's "
-                                      "default) or constant (a short round keeps its whole rate)")
-    kl_beta: float = Field(default=0.001, description="KL penalty towards the round's starting policy")
+        default="constant", description="How the learning rate moves over a round's steps: constant (a short round "
+                                        "keeps its whole rate; measured to learn) or linear (decays to 0, TRL's "
+                                        "default: a round of a few steps then moves less than half as far)")
+    kl_beta: float = Field(default=0.0, ge=0, description="KL penalty towards the round's starting policy (0: off, "
+                                                          "no reference forward; MAS-Orchestra's 0.001 moved nothing "
+                                                          "measurable at this size, and its effect is not measured)")
     clip_epsilon: float = Field(default=0.2, description="PPO-style ratio clipping")
     temperature: float = Field(default=1.0, description="Sampling temperature of plans while training")
-    max_completion_tokens: int = Field(default=384, description="Token budget of a plan (the grammar fits it)")
-    max_agents: int = Field(default=2, description="Most sub-agents a plan may use (the grammar enforces it)")
+    max_completion_tokens: int = Field(
+        default=200, ge=1, description="Token budget of a plan (the grammar fits it: one agent needs at least 200, "
+                                       "two 324)")
+    max_agents: int = Field(default=1, ge=1, description="Most sub-agents a plan may use (the grammar enforces it; "
+                                                         "raise it with max_completion_tokens where decoding is cheap)")
     grammar: bool = Field(default=True, description="Constrain sampled plans to the plan grammar (the runner's "
                                                     "decoding, or vLLM's structured outputs); see "
                                                     "unparseable_margin for a plan that does not parse")
@@ -104,8 +121,9 @@ class GRPOSettings:
     generation: Literal["auto", "transformers", "vllm_colocate", "vllm_server"] = Field(
         default="auto", description="How the trainer samples plans: transformers (the runner's batched decoding, CPU "
                                     "or GPU), or vLLM (colocated engine, or a `trl vllm-serve` server; GPU, gpu "
-                                    "extra); the plan grammar constrains each of them. auto: vllm_colocate on CUDA "
-                                    "where vLLM imports, else transformers")
+                                    "extra); the plan grammar constrains each of them. auto: transformers on every "
+                                    "device, the path that has run. The vLLM modes have not run on a GPU here, and "
+                                    "bench/gpu_check.sh does not check them yet")
     decoding_cache: DecodingCache = decoding_cache_field()
     vllm_server_url: str | None = Field(
         default=None, description="vllm_server: the base URL of TRL's weight-syncing server (`trl vllm-serve`, "
@@ -137,12 +155,20 @@ class GRPOSettings:
                                                              "margin) for a checkpoint to be promoted")
     gate_confidence: float = Field(default=0.95, description="Confidence of the gate's intervals (two-sided; the "
                                                              "Newcombe interval of the accuracy difference decides)")
-    reward_hacking_rise: float = Field(
-        default=0.5, description="A round whose held-out reward rose by more than this many standard deviations of "
-                                 "its start's held-out rewards while its accuracy did not rise is rejected as "
-                                 "suspected reward hacking")
-    policy_margin: float = Field(default=0.0, description="How far the held-out reward (the champion's mean score) "
-                                                          "may fall for a checkpoint to be promoted")
+    reward_hacking_share: float = Field(
+        default=0.5, ge=0, le=1, description="Suspected reward hacking, rejected: the champion's calibration (how "
+                                             "accuracy moves with its score on runs it never trained on) predicts an "
+                                             "accuracy gain of at least accuracy_margin from the held-out scores, and "
+                                             "the upper bound of the measured gain is below this share of it")
+    heldout_max_failed: int = Field(
+        default=0, ge=0, description="Held-out plans a side may lose to a failure (decoding, execution or scoring "
+                                     "raised) and still be a measurement; past it the round is unverified with the "
+                                     "cause, never promoted or rejected on it, and the side is never reused")
+    policy_margin: float | None = Field(
+        default=None, description="How far the held-out reward (the champion's mean score) may fall for a checkpoint "
+                                  "to be promoted. Unset: it vetoes nothing where accuracy was measured (the reward "
+                                  "model is what the round optimized: the measured accuracy decides), and may not "
+                                  "fall at all under the reward_only gate")
     execution: ExecutionSettings = Field(default_factory=small_execution,
                                          description="Sub-agents for trajectory rewards and held-out execution")
     scoring: ScoringSettings = Field(default_factory=ScoringSettings, description="How the reward model scores")
@@ -162,16 +188,32 @@ class GRPOSettings:
         if self.processes < 1 or (self.method == "grpo" and self.group_size % (self.micro_batch * self.processes)):
             raise ValueError(f"micro_batch_size x processes ({self.micro_batch} x {self.processes}) must divide "
                              f"group_size {self.group_size}: each process takes an equal share of a group")
-        if min(self.steps, self.train_problems, self.heldout_problems, self.heldout_samples) < 1:
+        if min(self.steps, self.problems_per_round, self.heldout_problems, self.heldout_samples) < 1:
             raise ValueError("steps, train_problems, heldout_problems and heldout_samples must be >= 1")
+        if self.method == "grpo" and self.problems_per_round > self.steps:
+            raise ValueError(f"train_problems {self.train_problems} is more than steps {self.steps}: GRPO trains one "
+                             f"problem's group a step, so problems {self.steps + 1}-{self.train_problems} would be "
+                             f"rolled out and never trained on; raise steps, or leave train_problems unset (one a "
+                             f"step)")
         if not self.rewards or len(set(self.rewards)) < len(self.rewards):
             raise ValueError("rewards must name at least one reward, each once")
         if self.reward_weights and (len(self.reward_weights) != len(self.rewards) or min(self.reward_weights) <= 0):
             raise ValueError("reward_weights must be empty or one weight > 0 per reward")
         if self.unparseable_margin < MIN_UNPARSEABLE_MARGIN:
             raise ValueError(f"unparseable_margin must be >= {MIN_UNPARSEABLE_MARGIN}")
-        if not 0 < self.gate_confidence < 1 or self.accuracy_margin < 0 or self.reward_hacking_rise < 0:
-            raise ValueError("gate_confidence must be in (0, 1), accuracy_margin and reward_hacking_rise >= 0")
+        if not 0 < self.gate_confidence < 1 or self.accuracy_margin < 0:
+            raise ValueError("gate_confidence must be in (0, 1), accuracy_margin >= 0")
+
+    @property
+    def problems_per_round(self) -> int:
+        """`train_problems`, or unset: one a step."""
+        return self.train_problems or self.steps
+
+    def learning_rate_on(self, device: str) -> float:
+        """`learning_rate`, or unset: LoRA's or every weight's, as the round trains on `device`."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return LORA_LEARNING_RATE if self.uses_lora(device) else FULL_LEARNING_RATE
 
     @property
     def micro_batch(self) -> int:
@@ -179,10 +221,8 @@ class GRPOSettings:
         return self.micro_batch_size or max(1, self.group_size // max(1, self.processes))
 
     def generation_on(self, device: str) -> Literal["transformers", "vllm_colocate", "vllm_server"]:
-        """`generation`, or auto: vllm_colocate on CUDA where vLLM imports, else transformers."""
-        if self.generation != "auto":
-            return self.generation
-        return "vllm_colocate" if device == "cuda" and vllm_imports() else "transformers"
+        """`generation`, or auto: transformers on every device (the vLLM modes have not run on a GPU here)."""
+        return "transformers" if self.generation == "auto" else self.generation
 
     def uses_lora(self, device: str) -> bool:
         """`lora`, or unset: on the CPU."""
@@ -191,7 +231,7 @@ class GRPOSettings:
     @property
     def gate_rule(self) -> GateRule:
         return GateRule(self.policy_gate, self.accuracy_margin, self.gate_confidence, self.policy_margin,
-                        self.reward_hacking_rise)
+                        self.heldout_max_failed, self.reward_hacking_share)
 
     def training_logs(self, run_dir: str, checkpoint_subdir: str = "") -> TrainingLogs:
         """The logs of the round whose work folder (or published checkpoint) is `run_dir`: its run is named after

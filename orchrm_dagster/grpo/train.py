@@ -24,9 +24,11 @@ from dataclasses import dataclass
 
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.profile import phase
+from orchrm_dagster.grpo.progress import step_callback
 from orchrm_dagster.grpo.rewards import raw_metric
 from orchrm_dagster.grpo.shared_prefix import shared_prefix_trainer
-from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings, loaded_model, sample_rows
+from orchrm_dagster.llm import (ChatRequest, Completion, SamplingSettings, loaded_model, release_static_caches,
+                               resolved_cache_kind, sample_rows)
 from orchrm_dagster.lora import lora_config as shared_lora_config
 from orchrm_dagster.lora import save_trained
 from orchrm_dagster.orchestration import sample_seed
@@ -56,6 +58,7 @@ class TrainOutcome:
     # each generation call's (seconds, completion tokens), in order (transformers generation; empty for vLLM): the
     # first pays the process's warm-up, the later ones show the steady rate
     generation_calls: tuple[tuple[float, int], ...] = ()
+    trained_problems: tuple[str, ...] = ()  # the problems whose groups the optimizer steps trained on, in order
 
 
 def memory_and_precision(settings, device: str, native_bf16=bf16_supported) -> dict:
@@ -87,7 +90,7 @@ def grpo_config(settings, output_dir: str, device: str):
         output_dir=output_dir, per_device_train_batch_size=settings.micro_batch,
         gradient_accumulation_steps=settings.group_size // (settings.micro_batch * settings.processes),
         num_generations=settings.group_size,
-        max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate,
+        max_completion_length=settings.max_completion_tokens, learning_rate=settings.learning_rate_on(device),
         lr_scheduler_type=settings.lr_scheduler,
         beta=settings.kl_beta, epsilon=settings.clip_epsilon, temperature=settings.temperature,
         max_steps=settings.steps, seed=settings.seed, use_cpu=device == "cpu",
@@ -140,7 +143,8 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
         trainer = round_trainer_class()(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
                                         processing_class=tokenizer, peft_config=lora_config(settings, device),
                                         rollout_func=sampler,
-                                        callbacks=[timed_checkpoints(settings.checkpoint_minutes)])
+                                        callbacks=[timed_checkpoints(settings.checkpoint_minutes),
+                                                   step_callback()])
     # only the first of several processes starts the logs over: the others would remove what it writes
     settings.training_logs(output_dir, MODEL_SUBDIR).attach(
         trainer, resumed=checkpoint is not None or not trainer.is_world_process_zero())
@@ -153,7 +157,9 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
                         generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args)),
                         generation_seconds=sum(seconds for seconds, _ in sampler.calls) if sampler else 0.0,
                         generation_calls=tuple(sampler.calls) if sampler else (),
-                        log_history=list(trainer.state.log_history))
+                        log_history=list(trainer.state.log_history),
+                        # one prompt's group a step, the dataset in order (shuffle_dataset off)
+                        trained_problems=tuple(dataset["problem_id"][:trainer.state.global_step]))
 
 
 def save_policy(trainer, settings, output_dir: str) -> None:
@@ -204,6 +210,10 @@ class PlanSampler:
                                          ) as model:
             rows = sample_rows(loaded_model(model, self.tokenizer), requests, max_batch_size=len(requests),
                                decoding_cache=self.settings.decoding_cache)
+            if resolved_cache_kind(self.settings.decoding_cache, model.device.type) == "static":
+                # the backward pass must not share the device with the cache; the next step's cache is new static
+                # addresses, so its CUDA graphs are recorded again each step: one reason static is not the default
+                release_static_caches(model)
         seconds = time.perf_counter() - started
         failed = next((row.error for row in rows if isinstance(row, Completion)), None)
         if failed is not None:
@@ -250,12 +260,6 @@ def logged_mean(log_history: list[dict], key: str) -> float | None:
     """The mean of what a TRL trainer logged under `key` (None: never logged)."""
     values = [float(entry[key]) for entry in log_history if key in entry]
     return sum(values) / len(values) if values else None
-
-
-def logged_tokens(log_history: list[dict]) -> int:
-    """The tokens TRL's trainers count as read in training forward passes (their cumulative `num_tokens`: prompt and
-    completion of every example, every epoch)."""
-    return int(max((entry["num_tokens"] for entry in log_history if "num_tokens" in entry), default=0))
 
 
 def _checkpoint_to_resume(output_dir: str, run_key: dict) -> str | None:

@@ -213,9 +213,9 @@ def _rounds(draft: _Draft) -> Decision:
         return draft.decision()
     if len(state.rounds) >= settings.rounds:
         return draft.decision(f"the loop has run its {settings.rounds} rounds")
-    if settings.token_budget is not None and state.tokens_spent >= settings.token_budget:
-        return draft.decision(f"the loop has spent its token budget ({state.tokens_spent:,} of "
-                              f"{settings.token_budget:,} tokens)")
+    spent = state.spending(settings.rollout_seed, settings.rollout_base)
+    if settings.token_budget is not None and spent.total >= settings.token_budget:
+        return draft.decision(f"the loop has spent its token budget ({spent.text()} of {settings.token_budget:,})")
     number = (last.round if last else 0) + 1
     draft.ask(Step("round", f"round:{number}", 0, f"round {number} of {settings.rounds}", round=number,
                    grpo=settings.round))

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import time
 
+import polars as pl
+
 from orchrm_dagster.grpo import policy_manifest, read_table, round_tokens
 from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
 from orchrm_dagster.pairs import current_pair_ids, pairs_inputs
 from orchrm_dagster.rm import (batches_to_score, champion_refusals, current_champions, latest_version,
                                new_pairs_since_training, newest_champion, trained_on)
-from orchrm_dagster.storage import BatchView, StorageRoot, landing_view, no_cycle_collection
+from orchrm_dagster.storage import BatchView, StorageRoot, landing_view, no_cycle_collection, scan_table
 
 
 def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
@@ -21,6 +23,8 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
     champions = current_champions(root)
     version = newest_champion(champions)  # changes whenever any domain's champion does
     landing = landing_view(root)  # the batch index and the landing zone: no read per batch or per file
+    found_rounds = rounds(root)
+    to_score = tuple(batches_to_score(root, champions)) if champions else ()
     return LoopState(
         batches=_batches(landing),
         pending=landing.pending,
@@ -34,9 +38,12 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
         trained_on=trained_on(root, latest) if latest is not None else None,
         champion=version,
         no_champion=champion_refusals(root, champions=champions, latest=latest),
-        batches_to_score=tuple(batches_to_score(root, champions)) if champions else (),
-        rounds=rounds(root),
+        batches_to_score=to_score,
+        rounds=found_rounds,
         runs=runs,
+        rollout_tokens=rollout_tokens(root, found_rounds, landing.index.inputs),
+        # the scores' step writes rm_scores without changing the ingested batches: what it left to score is in the key
+        retraining_tokens=retraining_tokens(root, latest, (landing.index.inputs, version, to_score)),
     )
 
 
@@ -86,10 +93,76 @@ def rounds(root: StorageRoot) -> tuple[Round, ...]:
     rows = read_table(root, "grpo_rounds")
     found = []
     for row in rows:
-        rolls_out = row is rows[-1] and row["promoted"]  # only the last round may still roll out, if promoted
-        manifest = policy_manifest(root, row["round"]) if rolls_out else {}
+        manifest = _manifest(root, row["round"]) if row["promoted"] else {}  # a promoted round rolls out
         found.append(Round(row["round"], row["policy_checkpoint"], bool(row["promoted"]),
                            round_tokens(row),
                            manifest.get("benchmark", ""), manifest.get("scratch_policy", ""),
-                           tuple(manifest.get("train_problems", ()))))
+                           tuple(manifest.get("train_problems", ())), row["rm_version"]))
     return tuple(found)
+
+
+_MANIFESTS: dict[tuple[str, int], dict] = {}  # a published checkpoint's manifest never changes
+
+
+def _manifest(root: StorageRoot, round_number: int) -> dict:
+    key = (root.url, round_number)
+    if key not in _MANIFESTS:
+        if len(_MANIFESTS) > 4096:
+            _MANIFESTS.clear()
+        _MANIFESTS[key] = policy_manifest(root, round_number)
+    return _MANIFESTS[key]
+
+
+_SPENT: dict[tuple, object] = {}  # what was read last, by what it was read from: a sensor asks every few seconds
+
+
+def _cached(key: tuple, read):
+    if key not in _SPENT:
+        if len(_SPENT) > 64:
+            _SPENT.clear()
+        _SPENT[key] = read()
+    return _SPENT[key]
+
+
+def rollout_tokens(root: StorageRoot, found: tuple[Round, ...], inputs: str) -> dict[tuple[int, bool], int]:
+    """Tokens of the runs the loop's rollouts make (`loop.decide`: each promoted checkpoint and, with rollout_base,
+    its base policy sample plans on the round's training problems, run ids `policy/problem/seed<S>/<i>`), each run
+    once, by (seed, whether the base policy made them)."""
+    cells = {(policy, problem, policy == r.base_policy) for r in found if r.promoted
+             for policy in (r.policy, r.base_policy) for problem in r.train_problems}
+    if not cells:
+        return {}
+
+    def read() -> dict[tuple[int, bool], int]:
+        wanted = pl.DataFrame(sorted(cells), orient="row",
+                              schema={"policy_name": pl.String, "problem_id": pl.String, "base": pl.Boolean})
+        spent = (scan_table(root, "runs").select("run_id", "policy_name", "problem_id", "orchestrator_tokens",
+                                                 "subagent_tokens")
+                 .join(wanted.lazy(), on=["policy_name", "problem_id"])
+                 .unique(subset="run_id", keep="first")
+                 .with_columns(seed=pl.col("run_id").str.extract(r"/seed(\d+)/\d+$").cast(pl.Int64))
+                 .filter(pl.col("seed").is_not_null())
+                 .group_by("seed", "base").agg((pl.col("orchestrator_tokens").fill_null(0)
+                                                + pl.col("subagent_tokens").fill_null(0)).sum().alias("tokens"))
+                 .collect())
+        return {(seed, base): tokens for seed, base, tokens in spent.iter_rows()}
+
+    return _cached(("rollouts", root.url, inputs, tuple(sorted(cells))), read)
+
+
+def retraining_tokens(root: StorageRoot, latest: int | None, inputs: tuple) -> int:
+    """Tokens of the reward-model versions trained after the one the first round was rewarded by: each one's
+    training (its manifest's `training_tokens`) and its scoring of the runs (`rm_scores.tokens`)."""
+    first = next(iter(read_table(root, "grpo_rounds")), None)
+    if first is None or latest is None or first["rm_version"] is None or latest <= first["rm_version"]:
+        return 0
+
+    def read() -> int:
+        from orchrm_dagster.rm import list_versions, synced_checkpoints_dir
+
+        newer = [v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] > first["rm_version"]]
+        scored = (scan_table(root, "rm_scores").filter(pl.col("rm_version").is_in([v["version"] for v in newer]))
+                  .select(pl.col("tokens").fill_null(0).sum()).collect().item())
+        return sum(int(v.get("training_tokens") or 0) for v in newer) + int(scored or 0)
+
+    return _cached(("retraining", root.url, inputs, first["rm_version"], latest), read)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from orchrm_dagster.grpo import read_table
 from orchrm_dagster.loop.decide import Decision, decide, describe
 from orchrm_dagster.loop.settings import LoopSettings
-from orchrm_dagster.loop.state import LoopState
+from orchrm_dagster.loop.state import LoopState, Spending
 from orchrm_dagster.rm import champion_standings, latest_version, trained_at
 from orchrm_dagster.storage import StorageRoot
 
@@ -39,7 +39,7 @@ class LoopReport:
     failed: tuple[tuple[str, int, str], ...]  # (step key, failed runs, latest cause) of the steps given up on
     champions: tuple  # rm.Standing, one a domain
     rounds: tuple[dict, ...]  # the last rows of grpo_rounds
-    tokens_spent: int
+    spent: Spending
     token_budget: int | None
     late: tuple[Late, ...]
 
@@ -49,10 +49,10 @@ class LoopReport:
 
     def budget_line(self) -> str:
         if self.token_budget is None:
-            return f"tokens: {self.tokens_spent:,} spent by the rounds; no token_budget set"
-        left = self.token_budget - self.tokens_spent
+            return f"tokens: {self.spent.text()} spent by the loop; no token_budget set"
+        left = self.token_budget - self.spent.total
         state = f"{left:,} left" if left > 0 else "spent: no round starts"
-        return f"tokens: {self.tokens_spent:,} of the {self.token_budget:,} token_budget ({state})"
+        return f"tokens: {self.spent.text()} of the {self.token_budget:,} token_budget ({state})"
 
     def to_json(self) -> dict:
         decision = self.decision
@@ -63,7 +63,8 @@ class LoopReport:
             "failed": [{"step": key, "attempts": attempts, "cause": cause} for key, attempts, cause in self.failed],
             "champions": [{**asdict(s), "problem": s.problem} for s in self.champions],
             "rounds": list(self.rounds),
-            "tokens": {"spent": self.tokens_spent, "budget": self.token_budget},
+            "tokens": {"spent": self.spent.total, **{f"spent_{k}": v for k, v in asdict(self.spent).items()},
+                       "budget": self.token_budget},
             "late": [{**asdict(late), "line": late.line()} for late in self.late],
         }
 
@@ -72,7 +73,7 @@ def loop_report(root: StorageRoot, state: LoopState, settings: LoopSettings, las
     decision = decide(state, settings)
     failed = tuple((key, state.runs.failures.get(key, (0, ""))[0], cause) for key, cause in decision.failed)
     return LoopReport(decision, failed, tuple(champion_standings(root)),
-                      tuple(read_table(root, "grpo_rounds")[-last_rounds:]), state.tokens_spent,
+                      tuple(read_table(root, "grpo_rounds")[-last_rounds:]), state.spending(settings.rollout_seed, settings.rollout_base),
                       settings.token_budget, _late_scores(root, state, settings) + _late_model(root, settings))
 
 

@@ -14,8 +14,10 @@ from orchrm_dagster.rm import RMTrainConfig
 class LoopSettings:
     rounds: int = Field(default=2, description="The loop stops after this many GRPO rounds in all (promoted or not)")
     token_budget: int | None = Field(
-        default=None, ge=1, description="The loop stops once its rounds' tokens (generation, reward, rollout and "
-                                        "training) reach this")
+        default=None, ge=1, description="The loop starts no round once every token it spent reaches this: its "
+                                        "rounds' (generation, reward, rollouts for rewards, training), its rollouts' "
+                                        "(plans sampled and executed) and its reward-model retrainings' (training and "
+                                        "rescoring) since the first round")
     retrain_min_new_pairs: int = Field(
         default=50, ge=0, description="The reward model retrains once this many pairs arrived since it last trained")
     rollout_samples: int = Field(default=2, description="Plans a promoted checkpoint samples and executes per "

@@ -31,6 +31,7 @@ class Round:
     benchmark: str
     base_policy: str  # the policy whose plans its checkpoint's are preferred over
     train_problems: tuple[str, ...]
+    rm_version: int | None = None  # the champion that rewarded it
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,33 @@ class LoopState:
     batches_to_score: tuple[str, ...] = ()  # run batches without the champion's scores of their current runs
     rounds: tuple[Round, ...] = ()
     runs: StepRuns = StepRuns()
+    # what the loop spent beside its rounds (loop.read): the rollouts' runs (orchestrator and sub-agent tokens), by
+    # (the seed they were sampled with, whether the base policy made them), and the reward-model retrainings since
+    # the first round (training and rescoring)
+    rollout_tokens: Mapping[tuple[int, bool], int] = field(default_factory=dict)
+    retraining_tokens: int = 0
+
+    def spending(self, rollout_seed: int, rollout_base: bool = True) -> Spending:
+        """Every token the loop has spent, by where it was spent (its rollouts: sampled with `rollout_seed`, the base
+        policy's with `rollout_base`)."""
+        rollouts = self.rollout_tokens.get((rollout_seed, False), 0)
+        if rollout_base:
+            rollouts += self.rollout_tokens.get((rollout_seed, True), 0)
+        return Spending(sum(r.tokens for r in self.rounds), rollouts, self.retraining_tokens)
+
+
+@dataclass(frozen=True)
+class Spending:
+    """The loop's tokens by where they were spent: what `token_budget` and `orchrm status` count."""
+
+    rounds: int  # the rounds' own: generation, reward, rollouts for rewards, training (grpo.round_tokens)
+    rollouts: int  # the promoted checkpoints' (and the base policy's) rollouts: plans sampled and executed
+    retraining: int  # reward-model versions trained since the first round, and the rescoring of the runs by them
 
     @property
-    def tokens_spent(self) -> int:
-        return sum(r.tokens for r in self.rounds)
+    def total(self) -> int:
+        return self.rounds + self.rollouts + self.retraining
+
+    def text(self) -> str:
+        return (f"{self.total:,} tokens (rounds {self.rounds:,}, rollouts {self.rollouts:,}, reward-model retraining "
+                f"{self.retraining:,})")

@@ -9,6 +9,9 @@ import importlib
 
 _EXPORTS = {
     "CHAMPION_FILE": "champions",
+    "Calibration": "calibration",
+    "champion_calibration": "calibration",
+    "fit_calibration": "calibration",
     "MODEL_SUBDIR": "checkpoints",
     "PAIR_IDS_FILE": "checkpoints",
     "PAIR_PROBLEMS_FILE": "checkpoints",

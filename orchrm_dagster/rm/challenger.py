@@ -176,6 +176,7 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
         manifest["memory_estimate"] = result.memory
     # what resumability cost this call: the checkpoints written by the clock, and their share of its seconds
     manifest["trainer_checkpoints"] = {"written": result.checkpoints, "seconds": round(result.checkpoint_seconds, 2)}
+    manifest["training_tokens"] = result.training_tokens  # what the loop's token budget counts of a retraining
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
     Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
     save_training_pairs(folder, version, train, validation, described)

@@ -41,7 +41,7 @@ from orchrm_dagster.rm.memory import backbone_shape, device_memory_gb, memory_es
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.score import RewardScorer, evaluate_pairs
 from orchrm_dagster.rm.template import InputSpec, encode, write_input_spec
-from orchrm_dagster.trainer_args import activation_checkpointing_arg
+from orchrm_dagster.trainer_args import activation_checkpointing_arg, logged_tokens
 from orchrm_dagster.trainer_checkpoints import (MODEL_SUBDIR, adapter_checkpoints, checkpoint_args, checkpoint_step,
                                                last_whole_checkpoint, timed_checkpoints)
 
@@ -63,6 +63,7 @@ class TrainResult:
     resumed_from: int = 0  # the trainer checkpoint's step this call resumed from (0: it started from the beginning)
     checkpoints: int = 0  # trainer checkpoints this call wrote (by the clock: config.checkpoint_minutes)
     checkpoint_seconds: float = 0.0  # of `seconds`, those spent writing them
+    training_tokens: int = 0  # read in the training's forward passes (TRL's num_tokens: every pair, every epoch)
 
 
 def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainConfig, output_dir: str,
@@ -90,7 +91,7 @@ def train_reward_model(train: PairTexts, validation: PairTexts, config: RMTrainC
                        pairs_per_second=pairs / fitted.seconds if fitted.seconds > 0 else 0.0,
                        final_loss=fitted.final_loss, validation_metrics=metrics, memory=memory,
                        resumed_from=checkpoint_step(checkpoint), checkpoints=fitted.checkpoints,
-                       checkpoint_seconds=fitted.checkpoint_seconds)
+                       checkpoint_seconds=fitted.checkpoint_seconds, training_tokens=fitted.training_tokens)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Fitted:
     final_loss: float
     checkpoints: int = 0
     checkpoint_seconds: float = 0.0
+    training_tokens: int = 0
 
 
 def fit(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str, checkpoint: str | None) -> Fitted:
@@ -125,7 +127,7 @@ def fit(train: PairTexts, config: RMTrainConfig, output_dir: str, device: str, c
             trainer.save_model(model_dir)
         write_input_spec(model_dir, config.input_spec())
     return Fitted(trainer.state.global_step, seconds, _last_logged_loss(trainer.state.log_history),
-                  checkpoints.checkpoints, checkpoints.seconds)
+                  checkpoints.checkpoints, checkpoints.seconds, logged_tokens(trainer.state.log_history))
 
 
 DATA_PARALLEL_DIR = "data_parallel"  # a data-parallel training's job: its pairs, settings, errors and result

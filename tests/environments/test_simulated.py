@@ -147,6 +147,11 @@ def test_the_truths_decide_as_they_say():
     debate_first = parse_plan(chain("DebateAgent", "CoTAgent", roles=("A", "B")))
     assert sink.chance(sink.config(), fed_by_two) == 0.85
     assert sink.chance(sink.config(), fed_by_one) == sink.chance(sink.config(), debate_first) == 0.15
+    cue = truth_named("verifying_cue")  # the generator's cue at another worth: 0.1 by default, or punished
+    assert cue.chance(cue.config(), parse_plan(chain("CoTAgent", "SCAgent"))) == pytest.approx(0.15 + 0.1 / 2)
+    punished = cue.config(worth=-0.3)
+    assert cue.chance(punished, parse_plan(chain("SCAgent", "DebateAgent"))) == 0.0  # clipped, never below 0
+    assert cue.chance(punished, parse_plan(chain("CoTAgent", "CoTAgent"))) == pytest.approx(0.15)
 
 
 @pytest.mark.parametrize("benchmark", ["gsm8k_test", "math500", "hotpotqa_dev", "aime24", "aime25"])

@@ -19,8 +19,9 @@ PROPERTY = settings(max_examples=300, deadline=None, database=None, suppress_hea
 
 
 def held_out_reward(samples, scorer, margin):
-    """The mean held-out reward, as the gate reads it."""
-    return Reward.of(held_out_plan_rewards(samples, scorer, margin)).mean
+    """The mean held-out reward, as the gate reads it (None: no plan parses, no reward to speak of)."""
+    rewards = held_out_plan_rewards(samples, scorer, margin)
+    return None if rewards is None else Reward.of(rewards).mean
 
 
 @st.composite
@@ -126,4 +127,4 @@ def test_a_held_out_problem_where_nothing_parses_counts_below_the_measurements_l
     one_problem = held_out_reward(samples(PLAN, PLAN, problem="a"), scorer, 1.0)
     with_failure = held_out_reward(samples(PLAN, PLAN, problem="a") + samples("x", "y", problem="b"), scorer, 1.0)
     assert with_failure < one_problem == -100.0
-    assert held_out_reward(samples("x", "y"), scorer, 1.0) == float("-inf")
+    assert held_out_reward(samples("x", "y"), scorer, 1.0) is None  # never -inf: no number reaches the gate

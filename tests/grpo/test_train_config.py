@@ -79,3 +79,29 @@ def test_a_rounds_lora_is_the_shared_helpers_and_its_policy_is_saved_merged(tmp_
     assert not any("lora" in name for name in merged.state_dict())
     with torch.inference_mode():
         assert torch.allclose(merged(input_ids=ids).logits, adapted, atol=1e-5)
+
+
+def test_every_training_problem_a_round_takes_is_trained_on():
+    from orchrm_dagster.grpo.problems import plan_dataset
+    from orchrm_dagster.orchestration import PolicySpec, Problem
+
+    problems = [Problem(f"gsm8k/{i}", "gsm8k", f"What is {i} + 1?", str(i + 1), "math") for i in range(6)]
+    settings = GRPOSettings()
+    assert settings.train_problems is None and settings.problems_per_round == settings.steps  # one a step
+    dataset = plan_dataset(PolicySpec(name="p", prompt="orchestrator_fewshot"), problems[:settings.problems_per_round],
+                           settings)
+    assert dataset["problem_id"] == [p.problem_id for p in problems]  # each step one problem's group, each once
+    more = plan_dataset(PolicySpec(name="p"), problems[:2], GRPOSettings(steps=5, train_problems=2))
+    assert more["problem_id"] == ["gsm8k/0", "gsm8k/1"] * 2 + ["gsm8k/0"]  # more steps than problems: in turn
+    with pytest.raises(ValueError, match="never trained on"):  # problems rolled out and never trained on
+        GRPOSettings(steps=2, train_problems=4)
+    assert GRPOSettings(method="dpo", steps=2, train_problems=4).problems_per_round == 4  # DPO trains on them all
+
+
+def test_the_learning_rate_follows_what_trains():
+    assert GRPOSettings().learning_rate_on("cpu") == 1e-3  # LoRA on the CPU: the rate measured to learn
+    assert GRPOSettings().learning_rate_on("cuda") == 2e-5  # every weight on a GPU
+    assert GRPOSettings(lora=True).learning_rate_on("cuda") == 1e-3
+    assert GRPOSettings(learning_rate=5e-4).learning_rate_on("cpu") == 5e-4
+    config = grpo_config(GRPOSettings(device="cpu"), "/tmp/unused", "cpu")
+    assert config.learning_rate == 1e-3 and config.lr_scheduler_type == "constant" and config.beta == 0.0

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 # short plans without the grammar: what is logged, not what is sampled, is under test here
 SETTINGS = GRPOSettings(steps=1, group_size=2, micro_batch_size=1, max_completion_tokens=16, grammar=False,
-                        device="cpu", checkpoint_minutes=0, learning_rate=1e-3, report_to="tensorboard")
+                        device="cpu", checkpoint_minutes=0, learning_rate=1e-3, report_to="tensorboard",
+                        kl_beta=0.001)  # KL on, so that it is logged
 
 
 @pytest.fixture(scope="module")

@@ -90,18 +90,34 @@ def print_evaluation(evaluation_id: str) -> None:
                        f"(choosing), generation (sampling the N plans), execution (running the sub-agents).")
 
 
+# what a terminal has room for, the verdict first (the asset's Markdown table has every column)
+ROUNDS_SHOWN = ("round", "verdict", "hacking?", "method", "rewards", "environment", "rm", "accuracy before",
+                "accuracy after", "difference", "predicted gain", "failed plans", "held-out reward before",
+                "held-out reward after", "total tokens")
+
+
+def terminal_rounds(rows: list[dict]) -> list[list]:
+    """grpo_rounds rows as a terminal shows them: the ROUNDS_SHOWN columns of `rounds_table`."""
+    from orchrm_dagster.grpo import rounds_table
+
+    headers, table = rounds_table(rows)
+    shown = [headers.index(name) for name in ROUNDS_SHOWN]
+    return [[row[i] for i in shown] for row in table]
+
+
 def print_grpo_rounds() -> None:
-    from orchrm_dagster.grpo import read_table, rounds_table
+    from orchrm_dagster.grpo import read_table
 
     rows = read_table(storage().storage_root(), "grpo_rounds")
-    headers, table = rounds_table(rows)
     confidence = f"{rows[-1]['confidence']:.0%}" if rows and rows[-1].get("confidence") else "95%"
-    print_rows(headers, [list(row) for row in table],
-               caption=f"GRPO rounds: mean reward and KL of the last step; held-out reward (champion's mean score) "
-                       f"and accuracy (executed, correct/plans) before and after, {confidence} intervals; "
-                       f"difference: the interval of accuracy after - before the gate decided on; tokens are counts "
-                       f"(generation, reward model, rollout, training). A SIMULATED environment drew correctness from "
-                       f"a truth function. Why each verdict: orchrm query \"select round, reason from grpo_rounds\"")
+    print_rows(ROUNDS_SHOWN, terminal_rounds(rows),
+               caption=f"GRPO rounds: held-out accuracy (executed, correct/plans) and reward (champion's mean score) "
+                       f"before and after, {confidence} intervals; difference: the interval of accuracy after - before "
+                       f"the gate decided on; predicted gain: what the champion's calibration predicts from its "
+                       f"scores; failed plans: measured nothing; total tokens: all the round spent (by kind, and "
+                       f"the training reward and KL: the grpo_round asset's table). A SIMULATED environment drew "
+                       f"correctness from a truth function. Why each verdict: orchrm query \"select round, reason from "
+                       f"grpo_rounds\"")
 
 
 def print_reward_model_summary() -> None:

@@ -6,14 +6,20 @@ from orchrm_dagster.app.cli.options import apply_options, config_options, given
 from orchrm_dagster.loop import LoopSettings
 from orchrm_dagster.reporting import step_progress
 
-ROUND_FLAGS = ("method", "rewards", "reward_weights", "start", "steps", "group_size", "heldout_problems",
-               "heldout_samples")
+# every setting of a round that decides what it learns and how the gate judges it (GRPOSettings' fields)
+ROUND_FLAGS = ("method", "rewards", "reward_weights", "start", "policy", "benchmark", "steps", "train_problems",
+               "group_size", "learning_rate", "lr_scheduler", "kl_beta", "clip_epsilon", "temperature",
+               "max_completion_tokens", "max_agents", "grammar", "lora", "lora_rank", "device", "precision", "seed",
+               "heldout_problems", "heldout_samples", "heldout_temperature", "heldout_max_failed", "policy_gate",
+               "accuracy_margin", "gate_confidence", "reward_hacking_share", "policy_margin")
+LOOP_FLAGS = ("token_budget", "retrain_min_new_pairs", "rollout_samples", "rollout_seed", "rollout_base",
+              "max_attempts")
 
 
 @click.command(name="loop")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="GRPO rounds to run now: the loop goes on until it has run this many more.")
-@config_options(LoopSettings, *(f"round.{name}" for name in ROUND_FLAGS), "token_budget", "retrain_min_new_pairs",
+@config_options(LoopSettings, *(f"round.{name}" for name in ROUND_FLAGS), *LOOP_FLAGS,
                 defaults_from="the loop resource")
 @environment_options
 @click.pass_context
@@ -49,7 +55,7 @@ def command(ctx: click.Context, rounds: int, **_) -> None:
                 progress.note(f"gave up on {key}: {cause}")
 
         try:
-            decision = drive(defs, loop, on_step=on_step, on_decision=on_decision)
+            decision = drive(defs, loop, on_step=on_step, on_decision=on_decision, on_log=progress.update)
         except LoopFailed as err:
             raise click.ClickException(str(err)) from err
     console.print(f"the loop stopped: {decision.stopped}", soft_wrap=True)

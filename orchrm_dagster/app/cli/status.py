@@ -2,7 +2,7 @@ import json
 
 import click
 
-from orchrm_dagster.app.cli.common import console, print_rows, storage
+from orchrm_dagster.app.cli.common import ROUNDS_SHOWN, console, print_rows, storage, terminal_rounds
 
 
 @click.command(name="status")
@@ -83,10 +83,7 @@ def _print_loop(report) -> None:
                caption="Reward-model champions by domain: the version that scores each domain's plans, its accuracy "
                        "on that domain's validation pairs and a one-sided binomial test against chance")
     if report.rounds:
-        from orchrm_dagster.grpo import rounds_table
-
-        headers, table = rounds_table(list(report.rounds))
-        print_rows(headers, [list(row) for row in table],
+        print_rows(ROUNDS_SHOWN, terminal_rounds(list(report.rounds)),
                    caption=f"The last {len(report.rounds)} GRPO round(s): held-out reward and accuracy before and "
                            f"after with their intervals, the verdict, the reward-hacking flag, the environment, tokens")
     for late in report.late:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.grpo.problems import plan_prompts
+from orchrm_dagster.grpo.progress import step_callback
 from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome, memory_and_precision, save_policy
 from orchrm_dagster.processes import by_first_process
 
@@ -73,7 +74,7 @@ def supervised_args(context: MethodContext, batch_size: int, epochs: int) -> dic
                          f"{processes}: each process takes an equal share of a step")
     per_process = batch_size // processes  # the global batch, whatever the processes
     return {"output_dir": context.output_dir, "per_device_train_batch_size": per_process, "num_train_epochs": epochs,
-            "learning_rate": context.settings.learning_rate, "seed": context.settings.seed,
+            "learning_rate": context.settings.learning_rate_on(device), "seed": context.settings.seed,
             "use_cpu": device == "cpu", **memory_and_precision(context.settings, device), "logging_steps": 1,
             **context.training_logs.trainer_args(), "save_strategy": "no", "disable_tqdm": True}
 
@@ -104,6 +105,7 @@ def shared_dataset(dataset, context: MethodContext):
 def fine_tune(trainer, context: MethodContext) -> tuple[int, list[dict]]:
     """Runs a TRL trainer and saves the (merged) policy with its tokenizer: (optimizer steps, log history)."""
     context.training_logs.attach(trainer, resumed=not trainer.is_world_process_zero())  # the first starts them over
+    trainer.add_callback(step_callback())
     trainer.train()
     save_policy(trainer, context.settings, context.output_dir)
     return trainer.state.global_step, list(trainer.state.log_history)

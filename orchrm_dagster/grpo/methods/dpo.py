@@ -9,7 +9,8 @@ from orchrm_dagster.grpo.methods import register_method
 from orchrm_dagster.grpo.methods.base import (MethodContext, TrainingMethod, fine_tune, fresh_output_dir,
                                               method_prompts, shared_dataset, supervised_args)
 from orchrm_dagster.grpo.problems import round_slice
-from orchrm_dagster.grpo.train import TrainOutcome, logged_mean, logged_tokens, lora_config
+from orchrm_dagster.grpo.train import TrainOutcome, logged_mean, lora_config
+from orchrm_dagster.trainer_args import logged_tokens
 
 
 @engine_config

@@ -10,7 +10,8 @@ from orchrm_dagster.grpo.methods import register_method
 from orchrm_dagster.grpo.methods.base import MethodContext, TrainingMethod
 from orchrm_dagster.grpo.problems import plan_dataset
 from orchrm_dagster.grpo.rewards import RewardContext, Rollouts, build_rewards
-from orchrm_dagster.grpo.train import logged_tokens, train_round
+from orchrm_dagster.grpo.train import train_round
+from orchrm_dagster.trainer_args import logged_tokens
 
 
 @engine_config

@@ -12,7 +12,8 @@ from orchrm_dagster.grpo.methods import register_method
 from orchrm_dagster.grpo.methods.base import (MethodContext, TrainingMethod, fine_tune, fresh_output_dir,
                                               method_prompts, supervised_args)
 from orchrm_dagster.grpo.rewards import Rollouts
-from orchrm_dagster.grpo.train import TrainOutcome, logged_tokens, lora_config
+from orchrm_dagster.grpo.train import TrainOutcome, lora_config
+from orchrm_dagster.trainer_args import logged_tokens
 
 
 @engine_config
