@@ -1,40 +1,42 @@
 """The loop against a known truth (SIMULATED: every accuracy here is drawn by a truth function, not executed by
-sub-agents). The orchestrator is the real embedded SmolLM2-135M (few-shot prompt); executing its plans draws their
-correctness from the `plan_success_rate` truth (0.15 + 0.7 x the share of verifying agents) and charges sub-agent
-tokens from the measured per-agent costs (orchrm_dagster/data/environments/subagent_costs.json). Three parts:
+sub-agents), run as a user runs it: `orchrm main` (what `make run` runs) prepares the root, then `orchrm loop --rounds
+R --environment simulated` with the product's defaults (no other flag) runs the rounds. The orchestrator is the real
+embedded SmolLM2-135M (few-shot prompt); executing its plans draws their correctness from the `plan_success_rate`
+truth (0.15 + 0.7 x the share of verifying agents) and charges sub-agent tokens from the measured per-agent costs
+(orchrm_dagster/data/environments/subagent_costs.json). Parts:
 
-- learns: R rounds of the loop as the daemon runs them (`orchrm loop`'s in-process driver: rounds, rollouts, pairs,
-  retraining), rewarded by the champion reward model, then the same rounds rewarded by executed trajectories: held-out
-  accuracy per round with its interval, every token each spent, and the reward-side token ratio.
-- fooled: the same reward model (it learnt that verifying agents win), rounds in an environment whose truth ignores that
-  cue (`debate_sink`: only a DebateAgent sink fed by two agents answers better, which plans of at most --max-agents 1
-  agent never are): its reward, the measured accuracy, the gate's verdicts and where each round started from.
+- learns: the loop rewarded by the champion reward model (`orchrm loop --rounds R --environment simulated`), then,
+  in the same run of the bench, by executed trajectories (`... --rewards trajectory`): held-out accuracy per round
+  with its interval, and every token each loop spent, by where (rounds, rollouts, reward-model retraining, and the
+  history and first training the champion came from): the reward-side token ratio, with what it counts.
+- fooled: one round rewarded by the same champion (it learnt that verifying agents win) whose held-out plans execute
+  under another truth (`--fooled-truth`, default `verifying_cue`: verifying agents are worth 0.1, not the 0.7 the
+  champion learnt, so accuracy can still move, less than the champion predicts; `debate_sink`: only a DebateAgent
+  sink fed by two agents answers better, so every one-agent plan has the same odds): the gate's verdict and its
+  hacking flag, beside what the truth expects of the same plans (the accuracy an infinite number of draws would
+  measure).
 - profile: one round (`run_round`, what the loop's round asset runs) at a small size (1 step of a group, 16 held-out
   plans a side), twice: as the round ran before #38 (every weight trained, activation checkpointing on, 2 plans a
-  pass, every plan forwarding its prompt, transformers' own KV cache, held-out plans decoded 8 at a time) and as it
-  runs now, each phase's seconds side by side.
+  pass, every plan forwarding its prompt, transformers' own KV cache, each row its own copy of its prompt, held-out
+  plans decoded 8 at a time) and as it runs now, each phase's seconds side by side.
 - bon: Best-of-N on held-out problems, N plans sampled per problem and executed in the simulated environment:
   single vs the champion's pick (orchrm_bon) vs majority vote vs the oracle, with tokens.
 
-    .venv/bin/python bench/simulated_loop.py [--parts learns,fooled,bon] [--rounds 3] [--fooled-rounds 1]
-        [--steps 6] [--group-size 8] [--plan-tokens 200] [--max-agents 1] [--heldout-problems 8]
-        [--heldout-samples 16] [--learning-rate 1e-3] [--lr-scheduler constant] [--kl-beta 0] [--no-lora]
-        [--work DIR] [--figures DIR]
+    .venv/bin/python bench/simulated_loop.py [--parts learns,fooled] [--rewards orchrm,trajectory] [--rounds 3]
+        [--loop-flags "--steps 4 ..."] [--work DIR] [--figures DIR]
 
-Sized for 2 CPU cores to decide: 128 executed held-out plans a side per round (8 problems x 16 samples; in this
-environment correctness depends on the plan, not the problem), LoRA, one-agent plans of at most 200 tokens, 6 steps
-of 8 plans per round at a constant learning rate of 1e-3, KL off (at MAS-Orchestra's 0.001 the term moves nothing a
-round can measure, and it costs a reference forward per step). Each round's seconds by phase
-(grpo_rounds.seconds_by_phase) are printed, and the plots of held-out accuracy and reward over rounds are written as
-PNGs (--figures). With --work, each part's grpo_rounds rows are kept in DIR/rows/ too: the token ratio of a run of
-one reward reads the other reward's rows from an earlier run there (and says so).
+`--loop-flags` passes more flags to every `orchrm loop` (an experiment away from the defaults; the tables say so).
+With --work, the prepared root and each part's loop root are kept in DIR (a part's loop root is made again on each
+run), and each part's grpo_rounds rows in DIR/rows/.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -42,6 +44,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from orchrm_dagster.devices import cpu_flags  # noqa: E402
 
 PARTS = ("profile", "learns", "fooled", "bon")
 
@@ -51,23 +55,13 @@ def main() -> None:
     parser.add_argument("--parts", default="learns,fooled")
     parser.add_argument("--rewards", default="orchrm,trajectory", help="learns: the loops' rewards, in turn")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--fooled-rounds", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=6, help="GRPO steps (and training problems) per round")
-    parser.add_argument("--lr-scheduler", default="constant", choices=lr_schedulers())
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--plan-tokens", type=int, default=200,
-                        help="the plan budget (the grammar fits it: 1 agent needs at least 200, 2 agents 324)")
-    parser.add_argument("--max-agents", type=int, default=1)
-    parser.add_argument("--heldout-problems", type=int, default=8)
-    parser.add_argument("--heldout-samples", type=int, default=16)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--kl-beta", type=float, default=0.0)
+    parser.add_argument("--fooled-truth", default="verifying_cue")
+    parser.add_argument("--loop-flags", default="", help="more flags for every `orchrm loop` (default: none, the "
+                                                         "product's defaults)")
     parser.add_argument("--figures", default=None, help="write the rounds' plots (PNG) here")
-    parser.add_argument("--no-lora", action="store_true")
     parser.add_argument("--bon-problems", type=int, default=8)
-    parser.add_argument("--history-runs", type=int, default=2400)
-    parser.add_argument("--work", default=None, help="keep the prepared roots here and reuse them on the next run "
-                                                     "(default: a temporary folder)")
+    parser.add_argument("--work", default=None, help="keep the prepared root and the loops' roots here, and reuse "
+                                                     "the prepared root on the next run (default: a temporary folder)")
     args = parser.parse_args()
     parts = [p for p in args.parts.split(",") if p]
     unknown = set(parts) - set(PARTS)
@@ -76,9 +70,8 @@ def main() -> None:
     print(f"SIMULATED environment (truth: plan_success_rate); load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs ({cpu_flags()}); {vars(args)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="orchrm-simulated-loop-") as scratch:
-        prepared = Path(args.work) if args.work else Path(scratch)
-        tmp = Path(scratch)
-        prepared = prepared_root(prepared / "prepared", args)
+        tmp = Path(args.work) if args.work else Path(scratch)
+        prepared = prepared_root(tmp / "prepared")
         if "profile" in parts:
             profile(prepared, tmp, args)
         if "learns" in parts:
@@ -92,25 +85,6 @@ def main() -> None:
 # ---------------------------------------------------------------- set-up
 
 
-def lr_schedulers() -> tuple[str, ...]:
-    """GRPOSettings.lr_scheduler's choices (its Literal decides them)."""
-    from typing import get_args, get_type_hints
-
-    from orchrm_dagster.grpo import GRPOSettings
-
-    return get_args(get_type_hints(GRPOSettings)["lr_scheduler"])
-
-
-def cpu_flags() -> str:
-    """The CPU's matrix units that decide bf16 speed (AMX, AVX-512 BF16), beside every timing."""
-    try:
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "CPU flags unknown"
-    wanted = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f")
-    return "CPU " + ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in wanted)
-
-
 def use_root(folder: Path) -> None:
     """Every orchrm entry point below reads its storage root and instance from here."""
     os.environ["ORCHRM_STORAGE"] = str(folder / "storage")
@@ -118,16 +92,25 @@ def use_root(folder: Path) -> None:
     os.environ["ORCHRM_CACHE"] = str(folder / "cache")
 
 
-def prepared_root(folder: Path, args) -> Path:
-    """A generated history (simulated: the plan_success_rate truth decides correctness), its pairs, a champion reward
-    model and its scores of every run, the base model de-quantized once."""
-    from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.app.commands import ingest_files
-    from orchrm_dagster.app.main_job import materialize_or_fail
-    from orchrm_dagster.grpo import base_model_dir
-    from orchrm_dagster.rm import current_champions
-    from orchrm_dagster.synthetic import generate_runs, write_jsonl
+def orchrm(*args: str, log: Path | None = None) -> None:
+    """`orchrm ARGS` as a user runs it, on the root `use_root` chose; its output printed (and kept in `log`)."""
+    import subprocess
 
+    command = [str(Path(sys.executable).with_name("orchrm")), *args]
+    print(f"$ orchrm {' '.join(args)}", flush=True)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process, \
+            (open(log, "w") if log else contextlib.nullcontext()) as out:
+        for line in process.stdout:
+            print("  " + line.rstrip(), flush=True)
+            if out:
+                out.write(line)
+    if process.returncode:
+        raise SystemExit(f"orchrm {' '.join(args)} failed with exit code {process.returncode}")
+
+
+def prepared_root(folder: Path) -> Path:
+    """A root as `make run` leaves it (`orchrm main`: real runs, a generated SIMULATED history of 1,200 runs, pairs,
+    the champion reward model, its scores), the base model de-quantized once."""
     use_root(folder)
     if (folder / "prepared").exists():
         print(f"reusing the prepared root {folder}", flush=True)
@@ -135,26 +118,8 @@ def prepared_root(folder: Path, args) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     started = time.perf_counter()
-    defs = build_definitions()
-    history = folder / "history.jsonl"
-    records = generate_runs(args.history_runs, seed=1, plans_decide=True, first_problem=12, environment="simulated")
-    write_jsonl(records, history)
-    materialize_or_fail(defs, 'key:"problems"')
-    ingest_files(defs, [history])
-    materialize_or_fail(defs, 'key:"pairs"')
-    materialize_or_fail(defs, 'key:"reward_model"', {"ops": {"reward_model": {"config": {"max_train_pairs": 320}}}})
-    root = defs.resources["storage"].storage_root()
-    champions = current_champions(root)
-    if "math" not in champions:
-        raise SystemExit(f"the history gave no champion reward model of the math domain (GSM8K's), nothing to reward "
-                         f"the rounds with: champions {champions}")
-    materialize_or_fail(defs, 'key:"rm_scores"')
-    base_model_dir(root, None)
-    rows = defs.resources["storage"].warehouse().query(
-        "select version, round(val_accuracy, 3) AS val_accuracy, val_accuracy_by_domain, n_validation_pairs, "
-        "champion_of from rm_checkpoints order by version").to_pylist()
-    print(f"\nhistory: {args.history_runs} simulated runs (plan_success_rate), reward model "
-          f"{rows}, {time.perf_counter() - started:.0f} s", flush=True)
+    orchrm("main", log=folder / "main.log")
+    print(f"prepared in {time.perf_counter() - started:.0f} s", flush=True)
     (folder / "prepared").touch()
     return folder
 
@@ -166,59 +131,39 @@ def copied(source: Path, copy: Path) -> Path:
     return copy
 
 
-def round_settings(args, reward: str):
-    from orchrm_dagster.grpo import GRPOSettings
+def run_loop(source: Path, copy: Path, args, *flags: str, rounds: int | None = None) -> list[dict]:
+    """`orchrm loop --rounds R --environment simulated FLAGS` in a fresh copy of the prepared root: its rounds."""
+    import shlex
 
-    return GRPOSettings(steps=args.steps, group_size=args.group_size, train_problems=args.steps,
-                        max_completion_tokens=args.plan_tokens, max_agents=args.max_agents, lora=not args.no_lora,
-                        learning_rate=args.learning_rate, lr_scheduler=args.lr_scheduler, kl_beta=args.kl_beta,
-                        heldout_problems=args.heldout_problems, heldout_samples=args.heldout_samples,
-                        rewards=(reward,))
-
-
-def run_loop(source: Path, copy: Path, args, reward: str, truth: str = "plan_success_rate",
-             rounds: int | None = None) -> list[dict]:
-    """`rounds` (default `args.rounds`) rounds of the loop in a copy of the prepared root, as `orchrm loop` runs
-    them."""
-    from assets.config_bridge import from_engine
-    from assets.resources import LoopResource
-    from orchrm_dagster.app.loop import drive
-    from orchrm_dagster.definitions import build_definitions
     from orchrm_dagster.grpo import read_table
-    from orchrm_dagster.loop import LoopSettings
+    from orchrm_dagster.storage import StorageRoot
 
+    shutil.rmtree(copy, ignore_errors=True)
     use_root(copied(source, copy))
-    loop = LoopSettings(rounds=rounds or args.rounds, round=round_settings(args, reward)).in_environment("simulated",
-                                                                                                     truth)
-    defs = build_definitions(loop=from_engine(LoopResource, loop))
-    started = time.perf_counter()
-    drive(defs, loop, on_step=lambda step: print(f"  [{time.perf_counter() - started:5.0f} s] {step.kind}: "
-                                                 f"{step.why}", flush=True), poll_s=1.0)
-    return read_table(defs.resources["storage"].storage_root(), "grpo_rounds")
+    orchrm("loop", "--rounds", str(rounds or args.rounds), "--environment", "simulated", *flags,
+           *shlex.split(args.loop_flags), log=copy / "loop.log")
+    return read_table(StorageRoot(str(copy / "storage")), "grpo_rounds")
 
 
 # ---------------------------------------------------------------- the parts
 
 
 def learns(prepared: Path, tmp: Path, args) -> None:
-    results = {}
+    results, spent = {}, {}
     for reward in [r for r in args.rewards.split(",") if r]:
         print(f"\nlearns: {args.rounds} rounds rewarded by {reward}", flush=True)
-        results[reward] = keep_rows(args, f"learns-{reward}",
-                                    run_loop(prepared, tmp / f"learns-{reward}", args, reward))
-    print("\n## It learns (SIMULATED environment, truth plan_success_rate)\n")
+        folder = tmp / f"learns-{reward}"
+        flags = () if reward == "orchrm" else ("--rewards", reward)  # orchrm: the product's default reward
+        results[reward] = keep_rows(args, f"learns-{reward}", run_loop(prepared, folder, args, *flags))
+        spent[reward] = loop_spending(folder, results[reward])
+    print(f"\n## It learns (SIMULATED environment, truth plan_success_rate; `orchrm loop` "
+          f"{args.loop_flags or 'with its defaults'})\n")
     for reward, rows in results.items():
         print(f"\nrewards: {reward}\n")
         print(rounds_markdown(rows))
         print("\n" + phases_markdown(rows))
         save_plot(rows, args, f"learns-{reward}")
-    earlier = {}  # the other reward's rows, from an earlier run kept in --work
-    for reward in {"orchrm", "trajectory"} - set(results):
-        if rows := kept_rows(args, f"learns-{reward}"):
-            earlier[reward] = rows
-    if earlier:
-        print(f"\n(token ratio: the rows of {', '.join(earlier)} are from an earlier run kept in {args.work}/rows)")
-    print("\n" + token_ratio({**earlier, **results}))
+    print("\n" + token_ratio(results, spent, champion_tokens(prepared)))
 
 
 def keep_rows(args, name: str, rows: list[dict]) -> list[dict]:
@@ -232,24 +177,16 @@ def keep_rows(args, name: str, rows: list[dict]) -> list[dict]:
     return rows
 
 
-def kept_rows(args, name: str) -> list[dict] | None:
-    """The rows `keep_rows` kept under `name` in --work (None: none kept)."""
-    import json
-
-    path = Path(args.work or "", "rows", f"{name}.json")
-    return json.loads(path.read_text()) if args.work and path.exists() else None
-
-
 def profile(prepared: Path, tmp: Path, args) -> None:
     import dataclasses
     import json
     import resource
 
     from orchrm_dagster.definitions import build_definitions
-    from orchrm_dagster.grpo import Profile, run_round
+    from orchrm_dagster.grpo import GRPOSettings, Profile, run_round
 
     size = dict(steps=1, train_problems=1, heldout_problems=1, heldout_samples=16)  # "before" trains every weight
-    now = dataclasses.replace(round_settings(args, "orchrm"), **size)
+    now = dataclasses.replace(GRPOSettings(), **size)
     now = dataclasses.replace(now, execution=now.execution.in_environment("simulated"))
     before = dataclasses.replace(now, lora=False, activation_checkpointing=True, micro_batch_size=2,
                                  heldout_batch_size=8)
@@ -279,32 +216,51 @@ def profile(prepared: Path, tmp: Path, args) -> None:
 
 @contextmanager
 def _as_before(active: bool):
-    """The decoding and log-probability speed-ups of #38 switched off (transformers' own KV cache, every plan
-    forwarding its prompt), for the profile's `before`."""
+    """The decoding and log-probability speed-ups of #38 and #43 switched off (transformers' own KV cache with each
+    row's copy of its prompt, every plan forwarding its prompt in training), for the profile's `before`."""
     from orchrm_dagster.grpo import shared_prefix
     from orchrm_dagster.llm import transformers_backend
 
-    saved = transformers_backend.decoding_cache, shared_prefix.can_share
+    saved = transformers_backend.decoding_cache, transformers_backend.shares_prefixes, shared_prefix.can_share
     if active:
-        transformers_backend.decoding_cache, shared_prefix.can_share = (lambda model: None), (lambda model: False)
+        transformers_backend.decoding_cache = lambda model: None
+        transformers_backend.shares_prefixes = shared_prefix.can_share = lambda model: False
     try:
         yield
     finally:
-        transformers_backend.decoding_cache, shared_prefix.can_share = saved
+        transformers_backend.decoding_cache, transformers_backend.shares_prefixes, shared_prefix.can_share = saved
 
 
 def fooled(prepared: Path, tmp: Path, args) -> None:
-    print(f"\nfooled: {args.fooled_rounds} round(s) rewarded by the reward model that prefers verifying agents, in an "
-          f"environment whose truth (debate_sink) ignores them", flush=True)
-    rows = keep_rows(args, "fooled", run_loop(prepared, tmp / "fooled-rounds", args, "orchrm", truth="debate_sink",
-                                              rounds=args.fooled_rounds))
-    print("\n## It cannot be fooled (SIMULATED environment, truth debate_sink; the reward model learnt that verifying "
-          "agents win, a cue this truth ignores)\n")
+    print(f"\nfooled: one round rewarded by the reward model that learnt that verifying agents win, its held-out "
+          f"plans executed under {args.fooled_truth} (verifying agents worth less than the champion thinks)", flush=True)
+    rows = keep_rows(args, "fooled", run_loop(prepared, tmp / "fooled", args, "--truth", args.fooled_truth, rounds=1))
+    print(f"\n## It cannot be fooled (SIMULATED environment, truth {args.fooled_truth}; the reward model learnt from "
+          f"plan_success_rate that verifying agents win)\n")
     print(rounds_markdown(rows))
     print("\n" + phases_markdown(rows))
     save_plot(rows, args, "fooled")
     for row in rows:
         print(f"- round {row['round']} (from {row['start_policy']}): {row['verdict']}: {row['reason']}")
+        expected = truth_expectation(tmp / "fooled" / "storage", row["round"], args.fooled_truth)
+        print(f"  what the truth expects of the same plans (its chance averaged over them, a plan that does not parse "
+              f"0): " + ", ".join(f"{side} {value:.3f}" for side, value in expected.items()))
+
+
+def truth_expectation(storage: Path, round_number: int, truth: str) -> dict[str, float]:
+    """Side -> the accuracy `truth` expects of the round's kept held-out plans (what an infinite number of draws of
+    the same plans would measure): the measured accuracy's target, known only because the environment is simulated."""
+    import polars as pl
+
+    from hacking_flag import truth_chances
+    from orchrm_dagster.grpo import HELD_OUT_PLANS_FILE
+    from orchrm_dagster.grpo.checkpoints import round_name
+
+    frame = pl.read_parquet(storage / "work" / "grpo" / round_name(round_number) / HELD_OUT_PLANS_FILE)
+    chance = truth_chances(truth, {})
+    return {side: sum(chance(p) for p in plans) / len(plans)
+            for side in ("before", "after")
+            if (plans := frame.filter((pl.col("side") == side) & pl.col("failure").is_null())["plan"].to_list())}
 
 
 def best_of_n(root_folder: Path, args) -> None:
@@ -372,7 +328,7 @@ def rounds_markdown(rows: list[dict]) -> str:
 
     headers, table = rounds_table(rows)
     keep = ["round", "rewards", "environment", "held-out reward before", "held-out reward after", "accuracy before",
-            "accuracy after", "difference", "verdict", "hacking?", "reward tokens", "rollout tokens", "total tokens"]
+            "accuracy after", "difference", "predicted gain", "failed plans", "verdict", "hacking?", "reward tokens", "rollout tokens", "total tokens"]
     index = [headers.index(h) for h in keep]
     lines = ["| " + " | ".join(keep) + " | start | seconds |", "|" + "---|" * (len(keep) + 2)]
     for row, shown in zip(rows, table):
@@ -381,25 +337,67 @@ def rounds_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def token_ratio(results: dict[str, list[dict]]) -> str:
-    """The reward-side tokens (what each reward spent to score plans) of the two loops, and the accuracy each ended
-    at, beside the paper's 10-46x."""
-    spent = {reward: sum((r["reward_tokens"] or 0) + (r["rollout_tokens"] or 0) for r in rows)
-             for reward, rows in results.items()}
+def loop_spending(folder: Path, rows: list[dict]) -> dict[str, int]:
+    """Every token a loop spent, by where (`LoopState.spending`, what its token_budget counts), and its rounds'
+    reward-side tokens (reward models, panels or judges read; plans executed to reward)."""
+    from orchrm_dagster.loop import read_state
+    from orchrm_dagster.loop.settings import LoopSettings
+    from orchrm_dagster.storage import StorageRoot
+
+    defaults = LoopSettings()
+    spending = read_state(StorageRoot(str(folder / "storage"))).spending(defaults.rollout_seed, defaults.rollout_base)
+    reward_side = sum((r["reward_tokens"] or 0) + (r["rollout_tokens"] or 0) for r in rows)
+    return {"reward side": reward_side, "rounds": spending.rounds, "rollouts": spending.rollouts,
+            "retraining": spending.retraining, "total": spending.total}
+
+
+def champion_tokens(prepared: Path) -> dict[str, int]:
+    """What the first champion came from: the tokens of the runs in the prepared root (the generated history's are the
+    generator's random counts: SIMULATED) and its training's."""
+    import polars as pl
+
+    from orchrm_dagster.rm import list_versions, synced_checkpoints_dir
+    from orchrm_dagster.storage import StorageRoot, scan_table
+
+    root = StorageRoot(str(prepared / "storage"))
+    runs = scan_table(root, "runs").select((pl.col("orchestrator_tokens").fill_null(0)
+                                            + pl.col("subagent_tokens").fill_null(0)).sum()).collect().item()
+    trained = sum(int(v.get("training_tokens") or 0) for v in list_versions(str(synced_checkpoints_dir(root))))
+    return {"history runs (SIMULATED counts)": int(runs or 0), "first reward-model training": trained}
+
+
+def token_ratio(results: dict[str, list[dict]], spent: dict[str, dict[str, int]], champion: dict[str, int]) -> str:
+    """Every token each loop spent, by where, and the reward-side ratio counted three ways: the rounds' reward side
+    alone (the paper's comparison: what scoring a plan costs), plus what the reward model's loop spent to keep its
+    champion current (rollouts and retraining), plus what the first champion was built from."""
     from orchrm_dagster.grpo.plots import accuracy_text
 
-    lines = [f"- {reward}: {spent[reward]:,} reward-side tokens over {len(rows)} rounds; last held-out accuracy "
-             f"{accuracy_text(rows[-1], 'after') if rows else 'not measured'}" for reward, rows in results.items()]
+    lines = ["| loop | reward side in its rounds | rounds in all | rollouts | reward-model retraining | loop total | "
+             "last held-out accuracy |", "|---|---|---|---|---|---|---|"]
+    for reward, rows in results.items():
+        t = spent[reward]
+        lines.append(f"| {reward} | {t['reward side']:,} | {t['rounds']:,} | {t['rollouts']:,} | {t['retraining']:,} "
+                     f"| {t['total']:,} | {accuracy_text(rows[-1], 'after') if rows else 'not measured'} |")
+    lines.append("\nthe champion both loops start from: " + ", ".join(f"{k} {v:,}" for k, v in champion.items()))
+    if {"orchrm", "trajectory"} <= set(spent) and spent["orchrm"]["reward side"]:
+        rm, executed = spent["orchrm"], spent["trajectory"]["reward side"]
+        kept_current = rm["reward side"] + rm["rollouts"] + rm["retraining"]
+        built = kept_current + sum(champion.values())
+        lines += ["",
+                  f"- trajectory / orchrm, the rounds' reward side alone (the paper's 10-46x counts this): "
+                  f"{executed / rm['reward side']:.1f}x",
+                  f"- with the reward model's rollouts and retraining (what keeping its champion current cost): "
+                  f"{executed / kept_current:.2f}x",
+                  f"- with the history and first training the champion came from as well: {executed / built:.3f}x",
+                  "- not counted on either side: the rounds' own generation and training (the same work whatever "
+                  "the reward), and the held-out measures of the gate (the same for both)"]
     final = {reward: (rows[-1]["heldout_accuracy_low_after"], rows[-1]["heldout_accuracy_high_after"])
-             if rows else (None, None) for reward, rows in results.items()}
-    if spent.get("orchrm") and "trajectory" in spent:
-        lines.append(f"- trajectory / orchrm reward-side tokens: {spent['trajectory'] / spent['orchrm']:.1f}x (the "
-                     f"paper: 10-46x fewer tokens for the reward model at equal accuracy)")
-    (low_a, high_a), (low_b, high_b) = final.get("orchrm", (None, None)), final.get("trajectory", (None, None))
-    if None not in (low_a, high_a, low_b, high_b):
-        overlap = low_a <= high_b and low_b <= high_a
+             for reward, rows in results.items() if rows}
+    if {"orchrm", "trajectory"} <= set(final) and None not in (*final["orchrm"], *final["trajectory"]):
+        (low_a, high_a), (low_b, high_b) = final["orchrm"], final["trajectory"]
         lines.append("- the two last accuracies' intervals " + ("overlap: equal accuracy within what the held-out "
-                                                               "sample can tell" if overlap else "do not overlap"))
+                                                               "sample can tell" if low_a <= high_b and low_b <= high_a
+                                                               else "do not overlap"))
     return "\n".join(lines)
 
 
