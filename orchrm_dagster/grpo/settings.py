@@ -94,8 +94,9 @@ class GRPOSettings:
                                         "keeps its whole rate; measured to learn) or linear (decays to 0, TRL's "
                                         "default: a round of a few steps then moves less than half as far)")
     kl_beta: float = Field(default=0.0, ge=0, description="KL penalty towards the round's starting policy (0: off, "
-                                                          "no reference forward; MAS-Orchestra's 0.001 moved nothing "
-                                                          "measurable at this size, and its effect is not measured)")
+                                                          "no reference forward, as in every round measured to learn; "
+                                                          "MAS-Orchestra's 0.001 is a setting whose effect at this "
+                                                          "size is not measured)")
     clip_epsilon: float = Field(default=0.2, description="PPO-style ratio clipping")
     temperature: float = Field(default=1.0, description="Sampling temperature of plans while training")
     max_completion_tokens: int = Field(
