@@ -147,6 +147,7 @@ def data_parallel_process(work: Callable[[dict, Path], dict]) -> None:
         result = work(json.loads((folder / JOB_FILE).read_text()), folder)
         if process_rank() == 0:
             (folder / RESULT_FILE).write_text(json.dumps(result))
+        _leave_together()
     except BaseException as error:
         write_error(str(folder), process_rank(), error)
         raise
@@ -155,6 +156,16 @@ def data_parallel_process(work: Callable[[dict, Path], dict]) -> None:
 
         if dist.is_initialized():  # gloo aborts the process at exit otherwise
             dist.destroy_process_group()
+
+
+def _leave_together() -> None:
+    """Every process waits for the others before the group is torn down: a process whose peer had already left
+    aborted in gloo's teardown now and then ("terminate called without an active exception", SIGABRT) after a
+    training that succeeded."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
 
 
 def process_rank() -> int:
