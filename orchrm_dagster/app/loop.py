@@ -3,13 +3,12 @@ sensors make (assets/loop.py builds them), until the loop stops."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-import contextlib
-from contextlib import contextmanager
 
 import dagster as dg
 
@@ -65,7 +64,7 @@ def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step,
             run_config=quiet(run.run_config), tags={**run.tags, **process_tags()}, run_id=run_id)
 
 
-@contextmanager
+@contextlib.contextmanager
 def relayed_log(instance: dg.DagsterInstance, run_id: str, on_log: Callable[[str], None] | None,
                 poll_s: float = 2.0) -> Iterator[None]:
     """While the block runs, the run's log messages (info and above, not Dagster's own events) go to `on_log`, read

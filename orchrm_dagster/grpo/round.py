@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from orchrm_dagster.contract import RunErrorKind
 from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.environments import Executor, executor_for
+from orchrm_dagster.grpo import progress
 from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_model_dir, checkpoint_policies,
                                              checkpoint_row, policy_name, publish_checkpoint, read_table, round_lock,
                                              round_name)
@@ -25,7 +26,6 @@ from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Measured,
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
 from orchrm_dagster.grpo.method_process import train_in_processes
 from orchrm_dagster.grpo.methods import METHODS, MethodContext, method_named
-from orchrm_dagster.grpo import progress
 from orchrm_dagster.grpo.profile import current_seconds, phase, profiled
 from orchrm_dagster.grpo.progress import Planned, reporting
 from orchrm_dagster.grpo.problems import round_problems
@@ -34,8 +34,7 @@ from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome
 from orchrm_dagster.llm import BackendSpec, build_backend, unload_model
 from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
-from orchrm_dagster.rm import champion_scorer, domain_of, trained_on
-from orchrm_dagster.rm import Calibration, champion_calibration
+from orchrm_dagster.rm import Calibration, champion_calibration, champion_scorer, domain_of, trained_on
 from orchrm_dagster.storage import StorageRoot, local_work_dir
 
 

@@ -43,7 +43,8 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
         runs=runs,
         rollout_tokens=rollout_tokens(root, found_rounds, landing.index.inputs),
         # the scores' step writes rm_scores without changing the ingested batches: what it left to score is in the key
-        retraining_tokens=retraining_tokens(root, latest, (landing.index.inputs, version, to_score)),
+        retraining_tokens=retraining_tokens(root, found_rounds[0].rm_version if found_rounds else None, latest,
+                                            (landing.index.inputs, version, to_score)),
     )
 
 
@@ -150,19 +151,18 @@ def rollout_tokens(root: StorageRoot, found: tuple[Round, ...], inputs: str) -> 
     return _cached(("rollouts", root.url, inputs, tuple(sorted(cells))), read)
 
 
-def retraining_tokens(root: StorageRoot, latest: int | None, inputs: tuple) -> int:
-    """Tokens of the reward-model versions trained after the one the first round was rewarded by: each one's
-    training (its manifest's `training_tokens`) and its scoring of the runs (`rm_scores.tokens`)."""
-    first = next(iter(read_table(root, "grpo_rounds")), None)
-    if first is None or latest is None or first["rm_version"] is None or latest <= first["rm_version"]:
+def retraining_tokens(root: StorageRoot, first: int | None, latest: int | None, inputs: tuple) -> int:
+    """Tokens of the reward-model versions trained after `first` (the one the first round was rewarded by): each
+    one's training (its manifest's `training_tokens`) and its scoring of the runs (`rm_scores.tokens`)."""
+    if first is None or latest is None or latest <= first:
         return 0
 
     def read() -> int:
         from orchrm_dagster.rm import list_versions, synced_checkpoints_dir
 
-        newer = [v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] > first["rm_version"]]
+        newer = [v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] > first]
         scored = (scan_table(root, "rm_scores").filter(pl.col("rm_version").is_in([v["version"] for v in newer]))
                   .select(pl.col("tokens").fill_null(0).sum()).collect().item())
         return sum(int(v.get("training_tokens") or 0) for v in newer) + int(scored or 0)
 
-    return _cached(("retraining", root.url, inputs, first["rm_version"], latest), read)
+    return _cached(("retraining", root.url, inputs, first, latest), read)

@@ -73,7 +73,8 @@ def loop_report(root: StorageRoot, state: LoopState, settings: LoopSettings, las
     decision = decide(state, settings)
     failed = tuple((key, state.runs.failures.get(key, (0, ""))[0], cause) for key, cause in decision.failed)
     return LoopReport(decision, failed, tuple(champion_standings(root)),
-                      tuple(read_table(root, "grpo_rounds")[-last_rounds:]), state.spending(settings.rollout_seed, settings.rollout_base),
+                      tuple(read_table(root, "grpo_rounds")[-last_rounds:]),
+                      state.spending(settings.rollout_seed, settings.rollout_base),
                       settings.token_budget, _late_scores(root, state, settings) + _late_model(root, settings))
 
 

@@ -15,7 +15,8 @@ class LoopSettings:
     rounds: int = Field(default=2, description="The loop stops after this many GRPO rounds in all (promoted or not)")
     token_budget: int | None = Field(
         default=None, ge=1, description="The loop starts no round once every token it spent reaches this: its "
-                                        "rounds' (generation, reward, rollouts for rewards, training), its rollouts' "
+                                        "rounds' (generation, reward, rollouts for rewards, training, held-out "
+                                        "measures), its rollouts' "
                                         "(plans sampled and executed) and its reward-model retrainings' (training and "
                                         "rescoring) since the first round")
     retrain_min_new_pairs: int = Field(

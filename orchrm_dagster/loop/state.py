@@ -79,7 +79,8 @@ class LoopState:
 class Spending:
     """The loop's tokens by where they were spent: what `token_budget` and `orchrm status` count."""
 
-    rounds: int  # the rounds' own: generation, reward, rollouts for rewards, training (grpo.round_tokens)
+    rounds: int  # the rounds' own: generation, reward, rollouts for rewards, training, held-out measures
+    # (grpo.round_tokens)
     rollouts: int  # the promoted checkpoints' (and the base policy's) rollouts: plans sampled and executed
     retraining: int  # reward-model versions trained since the first round, and the rescoring of the runs by them
 
