@@ -1,5 +1,5 @@
 """Deployment profiles: the same code location on one machine (`local`) or on Kubernetes (`k8s`), switched by
-ORCHRM_DEPLOYMENT, never by a fork of the code.
+ORCHRM_DEPLOYMENT or the settings file's `deployment.profile`, never by a fork of the code.
 
 - local: every step of a run inside the run's own process (Dagster's in-process executor), the SQLite instance
   under DAGSTER_HOME, local or S3 storage. With Dagster's default multiprocess executor a step runs in a child of
@@ -11,11 +11,9 @@ ORCHRM_DEPLOYMENT, never by a fork of the code.
 
 from __future__ import annotations
 
-import os
-
 from assets.partitions import GPU_POOL, WAREHOUSE_POOL
+from orchrm_dagster.settings import deployment_profile
 
-PROFILES = ("local", "k8s")
 GPU_NODE_SELECTOR = {"orchrm.ai/pool": "gpu"}
 GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -37,10 +35,8 @@ WAREHOUSE_STEP = {"pool": WAREHOUSE_POOL, "op_tags": CPU_STEP}
 
 
 def profile() -> str:
-    name = os.environ.get("ORCHRM_DEPLOYMENT", "local")
-    if name not in PROFILES:
-        raise ValueError(f"ORCHRM_DEPLOYMENT={name!r}: expected one of {', '.join(PROFILES)}")
-    return name
+    """ORCHRM_DEPLOYMENT, else the settings file's `deployment.profile`, else local."""
+    return deployment_profile()
 
 
 def executor():

@@ -2,8 +2,8 @@ import dagster as dg
 
 from assets.deployment import MODEL_STEP
 from assets.partitions import orchestration_partitions
-from assets.resources import LLMBackendResource, StorageResource
-from assets.run_configs import EvaluationConfig, ScoringConfig
+from assets.resources import LLMBackendResource, RunDefaultsResource, StorageResource
+from assets.run_configs import EvaluationConfig, ScoringConfig, run_settings
 from orchrm_dagster.evaluation import AT_N_HEADERS, RATIO_HEADERS, at_largest_n, evaluate, ratio_table_rows
 from orchrm_dagster.orchestration import Cell, read_samples, score_samples
 from orchrm_dagster.reporting import markdown_image, markdown_table
@@ -11,13 +11,14 @@ from orchrm_dagster.reporting import markdown_image, markdown_table
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples", "reward_model"],
           group_name="evaluation", kinds={"pytorch", "parquet"}, **MODEL_STEP)
-def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
+def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource,
+                run_defaults: RunDefaultsResource):
     """The champion's score of every sampled plan, before any sub-agent runs (what Best-of-N chooses by)."""
     root = storage.storage_root()
     keys = context.partition_key.keys_by_dimension
     cell = Cell(keys["benchmark"], keys["policy"])
     samples = read_samples(root, cell)
-    scored = score_samples(root, cell, samples, config.to_engine())
+    scored = score_samples(root, cell, samples, run_settings(context, config, run_defaults.to_engine().scoring))
     storage.warehouse().refresh_views(("plan_scores",))
     tokens = [s.tokens for s in scored.scores.values()]
     return dg.MaterializeResult(metadata={
@@ -31,12 +32,12 @@ def plan_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storag
 @dg.asset(deps=["runs", "labels", "reward_model", "rm_scores"], group_name="evaluation",
           kinds={"polars", "parquet", "duckdb"}, **MODEL_STEP)  # judges and off-the-shelf models load here
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: StorageResource,
-               llm: LLMBackendResource):
+               llm: LLMBackendResource, run_defaults: RunDefaultsResource):
     """Best-of-N on held-out problems: the accuracy of each way of choosing among N logged runs (the registered
     evaluation methods: the reward model, the baselines, LLM judges, the oracle bound) and its cost in verification
     and execution tokens; appended to the `evaluation` table. An LLM backend is opened only for methods that need
     one."""
-    settings = config.to_engine()
+    settings = run_settings(context, config, run_defaults.to_engine().evaluation)
     outcome = evaluate(storage.storage_root(), settings, llm.build() if settings.needs_llm_backend else None)
     storage.warehouse().refresh_views(("evaluation", "evaluation_problems", "verifier_scores", "judge_cache",
                                        "offshelf_scores"))

@@ -2,8 +2,8 @@ import dagster as dg
 
 from assets.deployment import MODEL_STEP
 from assets.partitions import grpo_rounds
-from assets.resources import LLMBackendResource, PolicyRegistry, StorageResource
-from assets.run_configs import GRPORoundConfig
+from assets.resources import LLMBackendResource, LoopResource, PolicyRegistry, StorageResource
+from assets.run_configs import GRPORoundConfig, run_settings
 from assets.training_logs import training_logs_metadata
 from assets.training_process import TrainingProcessResource, training_gpus
 from orchrm_dagster.environments import environment_label
@@ -16,7 +16,8 @@ from orchrm_dagster.training_jobs import grpo_round_request
 @dg.asset(partitions_def=grpo_rounds, deps=["reward_model", "problems"], group_name="grpo",
           kinds={"pytorch", "parquet"}, **MODEL_STEP)
 def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, storage: StorageResource,
-               llm: LLMBackendResource, policy_registry: PolicyRegistry, training: TrainingProcessResource):
+               llm: LLMBackendResource, policy_registry: PolicyRegistry, training: TrainingProcessResource,
+               loop: LoopResource):
     """One round of training the orchestrator policy with the config's `method`: GRPO (TRL's GRPOTrainer) rewarded
     by the config's `rewards` (by default the champion reward model's score of each sampled plan), DPO on the
     champion's pairs, or RFT on the policy's own correct plans: a new policy checkpoint (a policy of kind
@@ -24,7 +25,7 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
     policy gate's verdict on measured held-out accuracy (executed in the config's environment) and held-out reward,
     before and after, with their intervals. The round runs in a process of its own (Dagster Pipes)."""
     root = storage.storage_root()
-    settings = config.to_engine()
+    settings = run_settings(context, config, loop.to_engine().round)
     request = grpo_round_request(storage.to_engine(), int(context.partition_key), settings,
                                  policy_registry.all_policies(root), llm.to_engine())
     result = training.run(context, "grpo_round", request, gpus=training_gpus(settings.device, settings.processes))
@@ -35,7 +36,7 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
     headers, table = rounds_table(rows)
     return dg.MaterializeResult(metadata={
         "policy": outcome.policy,
-        "training_process": f"{training.launcher} (Dagster Pipes), pid {result['pid']}",
+        "training_process": f"{training.chosen_launcher()} (Dagster Pipes), pid {result['pid']}",
         "checkpoint": outcome.path,
         **training_logs_metadata([settings.training_logs(outcome.path)] if outcome.path else []),
         **{key: row[key] for key in ("method", "rm_version", "steps", *TOKEN_COLUMNS)},

@@ -2,8 +2,8 @@ import dagster as dg
 
 from assets.deployment import WAREHOUSE_STEP
 from assets.partitions import run_batches
-from assets.resources import StorageResource
-from assets.run_configs import IngestConfig
+from assets.resources import RunDefaultsResource, StorageResource
+from assets.run_configs import IngestConfig, run_settings
 from orchrm_dagster.ingest import ingest_files
 from orchrm_dagster.reporting import markdown_table
 from orchrm_dagster.storage import batch_members
@@ -24,12 +24,14 @@ _SHOWN_FILES = 50  # files listed in a run's metadata (a batch may hold a thousa
 
 
 @dg.multi_asset(specs=_SPECS, partitions_def=run_batches, **WAREHOUSE_STEP)
-def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig, storage: StorageResource):
+def run_batch_ingestion(context: dg.AssetExecutionContext, config: IngestConfig, storage: StorageResource,
+                        run_defaults: RunDefaultsResource):
     """Validate a batch's landed files line by line: good records land in `runs`, bad ones in `quarantine`; a file
     that cannot be read fails alone."""
     root = storage.storage_root()
     files = batch_members(root, context.partition_key)
-    report = ingest_files(root, context.partition_key, files, config.to_engine())
+    report = ingest_files(root, context.partition_key, files,
+                          run_settings(context, config, run_defaults.to_engine().ingest))
     storage.warehouse().refresh_views(("runs", "subagent_calls", "quarantine"))
     context.log.info(
         f"{report.source_file}: {report.lines_read} lines, {report.runs_written} runs, {report.quarantined} "

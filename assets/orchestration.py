@@ -2,8 +2,8 @@ import dagster as dg
 
 from assets.deployment import MODEL_STEP
 from assets.partitions import orchestration_partitions
-from assets.resources import LLMBackendResource, PolicyRegistry, StorageResource
-from assets.run_configs import ExecutionConfig, SamplingConfig
+from assets.resources import LLMBackendResource, PolicyRegistry, RunDefaultsResource, StorageResource
+from assets.run_configs import ExecutionConfig, SamplingConfig, run_settings
 from orchrm_dagster.environments import environment_label
 from orchrm_dagster.llm import build_backend
 from orchrm_dagster.orchestration import Cell, execute_and_land, sample_partition
@@ -19,12 +19,14 @@ def _cell(context) -> Cell:
 @dg.asset(partitions_def=orchestration_partitions, deps=["problems"], group_name="orchestration",
           kinds={"python", "parquet"}, **MODEL_STEP)
 def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingConfig, storage: StorageResource,
-                          llm: LLMBackendResource, policy_registry: PolicyRegistry):
+                          llm: LLMBackendResource, policy_registry: PolicyRegistry,
+                          run_defaults: RunDefaultsResource):
     """N orchestration plans per problem from one policy, with each plan's mean token log-probability."""
     cell = _cell(context)
     policy = policy_registry.spec(cell.policy, storage.storage_root())
     backend = build_backend(policy.backend_spec(llm.spec()))
-    report = sample_partition(storage.storage_root(), cell.benchmark, policy, backend, config.to_engine())
+    report = sample_partition(storage.storage_root(), cell.benchmark, policy, backend,
+                              run_settings(context, config, run_defaults.to_engine().sampling))
     errors = report.error_counts
     return dg.MaterializeResult(metadata={
         "dagster/row_count": len(report.samples),
@@ -40,10 +42,10 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples"], group_name="orchestration",
           kinds={"python"}, **MODEL_STEP)
 def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConfig, storage: StorageResource,
-                        llm: LLMBackendResource):
+                        llm: LLMBackendResource, run_defaults: RunDefaultsResource):
     """Executes each sampled plan in the configured environment (sub-agents by default, or a simulated truth) and
     lands the runs as a contract batch in the landing zone."""
-    settings = config.to_engine()
+    settings = run_settings(context, config, run_defaults.to_engine().execution)
     report, landed = execute_and_land(
         storage.storage_root(), _cell(context), llm.build, settings,
         on_run=lambda r: context.log.debug(f"executed {r['run_id']}: {r['error'] or 'ok'}"))
@@ -59,7 +61,7 @@ def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConf
         "mean_subagent_batch": report.mean_batch_size or 1.0,
         "environment": environment_label(report.environment),
         "subagent_model": report.subagent_model,
-        "corpus": config.corpus or "none",
+        "corpus": settings.corpus or "none",
         "corpus_documents": report.corpus_documents,
         "corpus_rejected_lines": dg.MetadataValue.md("\n".join(f"- {line}" for line in report.corpus_rejected)
                                                      if report.corpus_rejected else "none"),

@@ -1,16 +1,18 @@
 import dagster as dg
 
 from assets.deployment import WAREHOUSE_STEP
-from assets.resources import StorageResource
-from assets.run_configs import ProblemsConfig
+from assets.resources import RunDefaultsResource, StorageResource
+from assets.run_configs import ProblemsConfig, run_settings
 from orchrm_dagster.problems import load_problems, problem_sources
 from orchrm_dagster.reporting import markdown_table
 
 
 @dg.asset(group_name="ingestion", kinds={"parquet", "duckdb"}, **WAREHOUSE_STEP)
-def problems(context: dg.AssetExecutionContext, config: ProblemsConfig, storage: StorageResource):
+def problems(context: dg.AssetExecutionContext, config: ProblemsConfig, storage: StorageResource,
+             run_defaults: RunDefaultsResource):
     """Benchmark problems with reference answers: the shipped benchmarks plus `extra_files`."""
-    loaded = load_problems(problem_sources(list(config.extra_files)))
+    settings = run_settings(context, config, run_defaults.to_engine().problems)
+    loaded = load_problems(problem_sources(list(settings.extra_files)))
     root = storage.storage_root()
     root.write_table(loaded.table, root.table_file("problems"))
     storage.warehouse().refresh_views(("problems",))

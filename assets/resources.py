@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.config_bridge import EngineResource, dagster_config
+from assets.config_bridge import EngineResource, dagster_config, from_engine
 from orchrm_dagster.llm import BackendSpec, LLMBackend, LLMSettings, build_backend
 from orchrm_dagster.loop import LoopSettings
-from orchrm_dagster.orchestration import PolicySpec
-from orchrm_dagster.storage import StorageRoot, StorageSettings, Warehouse, default_storage_url
+from orchrm_dagster.orchestration import EMBEDDED_POLICIES, PolicySpec
+from orchrm_dagster.settings import RunDefaults
+from orchrm_dagster.storage import StorageRoot, StorageSettings, Warehouse, storage_settings
 
 PolicyConfig = dagster_config(PolicySpec, "PolicyConfig")
 
@@ -25,7 +26,8 @@ class StorageResource(dagster_config(StorageSettings, "StorageResourceFields", b
 
 
 def default_storage_resource() -> StorageResource:
-    return StorageResource(root=default_storage_url())
+    """The storage settings in effect: the settings file's `storage`, its root ORCHRM_STORAGE's when set."""
+    return from_engine(StorageResource, storage_settings())
 
 
 class LLMBackendResource(dagster_config(LLMSettings, "LLMBackendResourceFields", base=EngineResource)):
@@ -71,10 +73,17 @@ class LoopResource(dagster_config(LoopSettings, "LoopResourceFields", base=Engin
     UI's loop and the CLI's run identical work."""
 
 
+class RunDefaultsResource(dagster_config(RunDefaults, "RunDefaultsResourceFields", base=EngineResource)):
+    """The assets' run configs as the settings file sets them; a field a run's own config gives replaces the file's
+    (`run_configs.run_settings`)."""
+
+
+def policy_registry(policies=EMBEDDED_POLICIES) -> PolicyRegistry:
+    """A registry of these policies (the settings file's `policies`)."""
+    return PolicyRegistry(policies=[from_engine(PolicyConfig, policy) for policy in policies])
+
+
 def embedded_policies() -> PolicyRegistry:
     """The embedded default: SmolLM2 as a base orchestrator, and the same model with a few-shot prompt as a
     stand-in 'specialized' one until a trained orchestrator (a GRPO checkpoint) exists."""
-    return PolicyRegistry(policies=[
-        PolicyConfig(name="smollm2-base", kind="base", prompt="orchestrator", temperature=1.0),
-        PolicyConfig(name="smollm2-fewshot", kind="specialized", prompt="orchestrator_fewshot", temperature=0.7),
-    ])
+    return policy_registry(EMBEDDED_POLICIES)

@@ -1,8 +1,8 @@
 import dagster as dg
 
 from assets.deployment import MODEL_STEP, WAREHOUSE_STEP
-from assets.resources import StorageResource
-from assets.run_configs import PairsConfig, RewardModelConfig, ScoringConfig
+from assets.resources import LoopResource, RunDefaultsResource, StorageResource
+from assets.run_configs import PairsConfig, RewardModelConfig, ScoringConfig, run_settings
 from assets.training_logs import training_logs_metadata
 from assets.training_process import TrainingProcessResource, training_gpus
 from orchrm_dagster.pairs import PairContext, PairRules, build_pairs_table
@@ -13,12 +13,13 @@ from orchrm_dagster.training_jobs import reward_model_request
 
 @dg.asset(deps=["runs", "labels"], group_name="reward_model", kinds={"duckdb", "parquet", "polars"},
           **WAREHOUSE_STEP)
-def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: StorageResource):
+def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: StorageResource,
+          run_defaults: RunDefaultsResource):
     """Deduplicated win-lose plan pairs (specialized-over-base, correct-over-incorrect), split by problem, each
     pair's two runs from one environment. Only `specialized` policies and checkpoints this root promoted on measured
     held-out accuracy win specialized-over-base pairs; imported pairs take the id of the problem their question
     matches, and those on a held-out problem are left out."""
-    root, rules = storage.storage_root(), config.to_engine()
+    root, rules = storage.storage_root(), run_settings(context, config, run_defaults.to_engine().pairs)
     outcome = build_pairs_table(root, storage.warehouse(), rules, pair_context(root, rules))
     storage.warehouse().refresh_views(("pairs", "imported_pairs"))
     for line in outcome.import_rejections[:20]:
@@ -59,14 +60,14 @@ def pair_context(root: StorageRoot, rules: PairRules) -> PairContext:
 
 @dg.asset(deps=["pairs"], group_name="reward_model", kinds={"pytorch", "python"}, **MODEL_STEP)
 def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, storage: StorageResource,
-                 training: TrainingProcessResource):
+                 training: TrainingProcessResource, loop: LoopResource):
     """Bradley-Terry reward models trained on the pairs: new checkpoint versions (one shared model, or one per
     domain), each champion of the domains (math, qa, choice) where its validation accuracy beats chance (at least
     min_validation_pairs pairs, a one-sided binomial test) and is as good as that domain's champion's. The training
     runs in a process of its own (Dagster Pipes), in `processes` data-parallel processes."""
     from orchrm_dagster.rm import TrainingOutcome, checkpoint_table
 
-    root, settings = storage.storage_root(), config.to_engine()
+    root, settings = storage.storage_root(), run_settings(context, config, loop.to_engine().reward_model)
     result = training.run(context, "reward_model", reward_model_request(storage.to_engine(), settings),
                           gpus=training_gpus(settings.device, settings.processes))
     outcomes = [TrainingOutcome.from_json(outcome) for outcome in result["outcomes"]]
@@ -79,12 +80,12 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
         "training_pairs": {str(o.version): {"path": o.training_pairs, "train_rows": o.train_pairs,
                                             "validation_rows": o.validation_pairs,
                                             "pair_set_fingerprint": o.pair_set_fingerprint} for o in outcomes},
-        "retrained_from": config.retrain_from_version,
+        "retrained_from": settings.retrain_from_version,
         # what each training was estimated to need before it loaded anything, against the device's memory
         "memory_estimate": {str(o.version): o.memory.get("message") for o in outcomes if o.memory},
         "champion_of": {str(o.version): list(o.champion_of) for o in outcomes},
         **training_logs_metadata([settings.training_logs(o.path) for o in outcomes]),
-        "training_process": f"{training.launcher} (Dagster Pipes), pid {result['pid']}, {settings.processes} "
+        "training_process": f"{training.chosen_launcher()} (Dagster Pipes), pid {result['pid']}, {settings.processes} "
                             f"data-parallel process(es)",
         "seconds_training": {str(o.version): round(o.seconds, 1) for o in outcomes},
         "champions": dg.MetadataValue.md(markdown_table(
@@ -111,11 +112,12 @@ def reward_model(context: dg.AssetExecutionContext, config: RewardModelConfig, s
 
 @dg.asset(deps=["reward_model", "runs"], group_name="reward_model", kinds={"pytorch", "parquet"},
           **MODEL_STEP)
-def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource):
+def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage: StorageResource,
+              run_defaults: RunDefaultsResource):
     """Every ingested run's score by the champion of its domain (run batches already scored so are kept)."""
     from orchrm_dagster.rm import score_runs
 
-    report = score_runs(storage.storage_root(), config.to_engine())
+    report = score_runs(storage.storage_root(), run_settings(context, config, run_defaults.to_engine().scoring))
     storage.warehouse().refresh_views(("rm_scores",))
     return dg.MaterializeResult(metadata={
         "champions": report.champions,

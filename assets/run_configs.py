@@ -34,3 +34,14 @@ class QuarantineCheckConfig(dg.Config):
 
 class PairChecksConfig(dg.Config):
     mix_tolerance: float = Field(default=0.10, description="Allowed gap between the pair mix and the configured one")
+
+
+def run_settings(context, config, defaults):
+    """What an asset runs with: `defaults` (the settings file's section, `RunDefaultsResource`) with each field this
+    run's own config gives replacing the file's (a nested section given is taken whole). The run config as given is
+    read, not the one Dagster completed with the class's defaults, so an asset's fields left out keep the file's."""
+    import dataclasses
+
+    given = context.run.run_config.get("ops", {}).get(context.op_def.name, {}).get("config") or {}
+    engine = config.to_engine()
+    return dataclasses.replace(defaults, **{name: getattr(engine, name) for name in given}) if given else defaults

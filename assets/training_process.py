@@ -10,32 +10,29 @@ import os
 import re
 import sys
 import tempfile
-from typing import Literal
 
 import dagster as dg
 from dagster._core.errors import DagsterPipesExecutionError  # what PipesSubprocessClient raises; not exported
-from pydantic import Field
 
+from assets.config_bridge import EngineResource, dagster_config
 from assets.deployment import GPU_NODE_SELECTOR, GPU_TOLERATIONS, profile
 from orchrm_dagster.processes import OWNERS_ENV, how_it_ended, owners_of_a_child
+from orchrm_dagster.settings import TrainingProcessSettings
 
 TRAINING_MODULE = "orchrm_dagster.app.training_process"
 
 
-class TrainingProcessResource(dg.ConfigurableResource):
-    """How a step starts its training process (`reward_model`, `grpo_round`)."""
+class TrainingProcessResource(dagster_config(TrainingProcessSettings, "TrainingProcessResourceFields",
+                                             base=EngineResource)):
+    """How a step starts its training process (`reward_model`, `grpo_round`): the settings file's `training`."""
 
-    launcher: Literal["subprocess", "k8s"] = Field(
-        default="subprocess", description="subprocess: a child of the run worker on its machine (Dagster Pipes), "
-                                          "killed with it; k8s: a pod of its own (dagster-k8s PipesK8sClient)")
-    image: str | None = Field(default=None, description="k8s: the training pod's image (default: the code "
-                                                        "location's, DAGSTER_CURRENT_IMAGE)")
-    namespace: str | None = Field(default=None, description="k8s: the training pod's namespace (default: the "
-                                                            "client's)")
+    def chosen_launcher(self) -> str:
+        """The launcher set, else the deployment profile's: a subprocess locally, a pod of its own on Kubernetes."""
+        return self.launcher or ("k8s" if profile() == "k8s" else "subprocess")
 
     def run(self, context, job: str, request: dict, gpus: int = 1) -> dict:
         """The training `job`'s result (`training_jobs`), run in its own process; `gpus`: what its pod asks for."""
-        invocation = (self._in_pod(context, job, request, gpus) if self.launcher == "k8s"
+        invocation = (self._in_pod(context, job, request, gpus) if self.chosen_launcher() == "k8s"
                       else self._in_subprocess(context, job, request))
         results = invocation.get_custom_messages()
         if not results:
@@ -63,7 +60,7 @@ class TrainingProcessResource(dg.ConfigurableResource):
 
 def default_training_process() -> TrainingProcessResource:
     """The deployment profile's: a subprocess locally, a pod of its own on Kubernetes."""
-    return TrainingProcessResource(launcher="k8s" if profile() == "k8s" else "subprocess")
+    return TrainingProcessResource()
 
 
 def training_gpus(device: str, processes: int) -> int:

@@ -23,23 +23,30 @@ from assets.labels import labels
 from assets.orchestration import execution_artifacts, orchestration_samples
 from assets.problems import problems
 from assets.reward_model import pairs, reward_model, rm_scores
+from assets.config_bridge import from_engine
 from assets.resources import (
     LLMBackendResource,
     LoopResource,
     PolicyRegistry,
+    RunDefaultsResource,
     StorageResource,
-    default_storage_resource,
-    embedded_policies,
 )
+from assets.resources import policy_registry as policy_registry_of
 from assets.sensors import LOOP_SENSOR_INTERVAL_S, loop_sensors, nightly_evaluation, orchestration_partitions_sensor
-from assets.training_process import TrainingProcessResource, default_training_process
+from assets.training_process import TrainingProcessResource
+from orchrm_dagster.settings import OrchrmSettings, load_settings
 
 
 def build_definitions(storage: StorageResource | None = None, llm: LLMBackendResource | None = None,
                       policy_registry: PolicyRegistry | None = None, loop: LoopResource | None = None,
                       sensor_interval_s: int = LOOP_SENSOR_INTERVAL_S,
-                      training: TrainingProcessResource | None = None) -> dg.Definitions:
-    loop = loop or LoopResource()
+                      training: TrainingProcessResource | None = None,
+                      settings: OrchrmSettings | None = None) -> dg.Definitions:
+    """The code location, its resources from `settings` (default: the settings file's, `load_settings`: a file that
+    breaks its schema stops the location from loading, with the file, the line and the key); a resource given here
+    replaces its section."""
+    settings = settings or load_settings()
+    loop = loop or from_engine(LoopResource, settings.loop)
     return dg.Definitions(
         assets=with_freshness([problems, run_batch_ingestion, labels, orchestration_samples, execution_artifacts,
                                pairs, reward_model, rm_scores, plan_scores, evaluation, grpo_round], loop.to_engine()),
@@ -49,13 +56,14 @@ def build_definitions(storage: StorageResource | None = None, llm: LLMBackendRes
         jobs=[*LOOP_JOBS, *ROUND_JOBS, evaluation_job],
         sensors=[*loop_sensors(sensor_interval_s), orchestration_partitions_sensor],
         schedules=[nightly_evaluation],
-        executor=executor(),  # ORCHRM_DEPLOYMENT: local (default) or k8s
+        executor=executor(),  # the deployment profile: local (default) or k8s
         resources={
-            "storage": storage or default_storage_resource(),
-            "llm": llm or LLMBackendResource(),
-            "policy_registry": policy_registry or embedded_policies(),
+            "storage": storage or from_engine(StorageResource, settings.storage),
+            "llm": llm or from_engine(LLMBackendResource, settings.llm),
+            "policy_registry": policy_registry or policy_registry_of(settings.policies),
             "loop": loop,
-            "training": training or default_training_process(),
+            "training": training or from_engine(TrainingProcessResource, settings.training),
+            "run_defaults": from_engine(RunDefaultsResource, settings.run_defaults()),
         },
     )
 

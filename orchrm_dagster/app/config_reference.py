@@ -76,7 +76,7 @@ def render() -> str:
     classes, own = config_classes(), dagster_configs()
     flags = _flags()
     used_in = _used_in(classes)
-    parts = [_HEADER, _contents(classes, own)]
+    parts = [_HEADER, _example_section(), _contents(classes, own)]
     parts += [_section(cls, used_in.get(cls, []), flags) for cls in classes]
     parts += [_DAGSTER_HEADER] + [_section(cls, [], flags) for cls in own]
     return "\n".join(parts)
@@ -166,6 +166,66 @@ def _used_in(classes: list[type]) -> dict[type, list[str]]:
 
 def _sort_key(cls: type) -> tuple[str, str]:
     return cls.__module__, cls.__qualname__
+
+
+# --- the example settings file ----------------------------------------------------------------------------------
+
+_EXAMPLE_HEADER = """## The settings file: a complete example
+
+`orchrm.yaml` in the working directory (or the file `ORCHRM_CONFIG` or `orchrm --config FILE` names) sets every
+setting below for the code location (the daemon, the UI, `dagster dev`, `dg`) and every `orchrm` command. Its
+sections are the classes of this reference ([OrchrmSettings](#orchrmsettings)); a section or key left out keeps its
+default, so a real file holds only what it changes. This example sets every key to its default (a test holds it
+valid). Precedence: defaults < this file < ORCHRM_STORAGE / ORCHRM_DEPLOYMENT < a command's flags < a run's own
+run config. `orchrm config show` prints what is in effect and where each value came from; `orchrm config check
+FILE` validates a file. A backend (or any setting that takes one of several kinds) is written by its kind:
+`backend: {openai: {base_url: ..., model: ...}}`. Relative paths are relative to the file's folder.
+"""
+
+
+def example_settings() -> str:
+    """Every section of the settings file with every key at its default, each described in a comment."""
+    from orchrm_dagster.settings import OrchrmSettings
+
+    return "\n".join(_example_lines(OrchrmSettings, OrchrmSettings(), 0)) + "\n"
+
+
+def _example_section() -> str:
+    return _EXAMPLE_HEADER + "\n```yaml\n" + example_settings() + "```\n"
+
+
+def _example_lines(cls: type, value, depth: int, first_prefix: str = "") -> list[str]:
+    import json
+
+    lines, pad = [], "  " * depth
+    for index, (name, info) in enumerate(cls.__pydantic_fields__.items()):
+        prefix = first_prefix if index == 0 else " " * len(first_prefix)
+        item, comment = getattr(value, name), _short(info.description)
+        head = f"{pad}{prefix}{name}:"
+        if info.discriminator and dataclasses.is_dataclass(item):
+            kind = getattr(item, info.discriminator)
+            lines += [f"{head}  # {comment}", f"{pad}{' ' * len(prefix)}  {kind}:"]
+            inner = [line for line in _example_lines(type(item), item, depth + 2) if
+                     not line.lstrip().startswith(f"{info.discriminator}:")]
+            lines += [" " * len(prefix) + line for line in inner]
+        elif dataclasses.is_dataclass(item):
+            inner = _example_lines(type(item), item, depth + 1)
+            lines += [f"{head}  # {comment}"] + ([" " * len(prefix) + line for line in inner] if inner else [])
+            if not inner:
+                lines[-1] = f"{head} {{}}  # {comment}"
+        elif isinstance(item, tuple) and item and dataclasses.is_dataclass(item[0]):
+            lines.append(f"{head}  # {comment}")
+            for element in item:
+                lines += [" " * len(prefix) + line for line in _example_lines(type(element), element, depth + 1, "- ")]
+        else:
+            plain = list(item) if isinstance(item, tuple) else item
+            lines.append(f"{head} {json.dumps(plain)}  # {comment}")
+    return lines
+
+
+def _short(description: str | None, limit: int = 90) -> str:
+    text = " ".join((description or "").split()).rstrip(".")
+    return text if len(text) <= limit else text[:limit - 3].rsplit(" ", 1)[0] + " ..."
 
 
 # --- rendering -------------------------------------------------------------------------------------------------

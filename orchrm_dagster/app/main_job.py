@@ -16,7 +16,7 @@ from assets.runs import failure_cause
 from assets.run_configs import EvaluationConfig, RewardModelConfig
 from orchrm_dagster.app.commands import (BatchOutcome, ingest_files, ingest_landed,
                                          materialization_metadata, materialize_selection, orchestrate)
-from orchrm_dagster.app.main_job_options import MainJobOptions
+from orchrm_dagster.settings import MainJobOptions
 from orchrm_dagster.evaluation import EvaluationSettings, JudgeSettings, VerifierSettings
 from orchrm_dagster.evaluation.methods import method_names
 from orchrm_dagster.grpo import small_execution

@@ -33,6 +33,7 @@ from orchrm_dagster.grpo.rewards import Rollouts, held_out_rewards, plan_parses
 from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome
 from orchrm_dagster.llm import BackendSpec, build_backend, unload_model
+from orchrm_dagster.mas import is_prompt_file, load_prompt
 from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
 from orchrm_dagster.rm import Calibration, champion_calibration, champion_scorer, domain_of, trained_on
 from orchrm_dagster.storage import StorageRoot, local_work_dir
@@ -293,7 +294,7 @@ def held_out_key(policy: PolicySpec, problems: list[Problem], settings: GRPOSett
     policy). One measure stands in for another only under the same key (`reused_measure`), and each
     round records its sides' keys."""
     shaped = {"policy": [policy.name, policy.model, policy.checkpoint_path if policy.kind != "checkpoint" else None,
-                         policy.prompt, policy.kind, policy.top_p],
+                         prompt_identity(policy.prompt), policy.kind, policy.top_p],
               "benchmark": settings.benchmark, "problems": [p.problem_id for p in problems],
               "samples": settings.heldout_samples, "seed": settings.seed + HELD_OUT_SEED_OFFSET,
               "temperature": settings.heldout_temperature, "max_agents": settings.max_agents,
@@ -303,6 +304,11 @@ def held_out_key(policy: PolicySpec, problems: list[Problem], settings: GRPOSett
               "execution": config_to_json(settings.execution), "scoring": config_to_json(settings.scoring),
               "subagents": config_to_json(subagents)}
     return hashlib.sha256(json.dumps(shaped, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def prompt_identity(prompt: str) -> str:
+    """A shipped prompt by its name; a team's prompt file by its text, so that editing the file is a new measure."""
+    return load_prompt(prompt) if is_prompt_file(prompt) else prompt
 
 
 def _held_out_batches(spec, batch_size: int):

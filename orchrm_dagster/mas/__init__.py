@@ -17,7 +17,7 @@ from orchrm_dagster.mas.agents import (
 )
 from orchrm_dagster.mas.answers import extract_answer, majority_index
 from orchrm_dagster.mas.executor import ExecutionResult, execute_plan, fill_references
-from orchrm_dagster.mas.prompts import load_prompt, render_prompt
+from orchrm_dagster.mas.prompts import is_prompt_file, load_prompt, render_prompt
 from orchrm_dagster.mas.questions import question_text
 from orchrm_dagster.mas.retrieval import SHIPPED_CORPORA, BM25Retriever, Retriever, load_retriever, read_corpus
 
@@ -42,6 +42,7 @@ __all__ = [
     "execute_plan",
     "extract_answer",
     "fill_references",
+    "is_prompt_file",
     "load_prompt",
     "load_retriever",
     "majority_index",

@@ -4,7 +4,7 @@ from orchrm_dagster.environments import PlanJob
 from orchrm_dagster.orchestration.execution import (ExecutionReport, execute_samples, finished_run_ids, plan_job,
                                                     run_record)
 from orchrm_dagster.orchestration.partition import SamplingReport, execute_and_land, sample_partition
-from orchrm_dagster.orchestration.policy import PolicySpec, run_id_for, sample_seed
+from orchrm_dagster.orchestration.policy import EMBEDDED_POLICIES, PolicySpec, run_id_for, sample_seed
 from orchrm_dagster.orchestration.sampling import PlanSample, Problem, orchestrator_request, sample_plans
 from orchrm_dagster.orchestration.selection import PlanScore, ScoredSamples, Selection, best_of_n, score_samples
 from orchrm_dagster.orchestration.settings import ExecutionSettings, PlanSamplingSettings
@@ -12,7 +12,7 @@ from orchrm_dagster.orchestration.store import (SAMPLES_TABLE, Cell, benchmarks_
                                                 read_samples, select_problems, write_samples)
 
 __all__ = [
-    "Cell", "ExecutionReport", "ExecutionSettings", "PlanJob", "PlanSample", "PlanSamplingSettings", "PlanScore",
+    "EMBEDDED_POLICIES", "Cell", "ExecutionReport", "ExecutionSettings", "PlanJob", "PlanSample", "PlanSamplingSettings", "PlanScore",
     "PolicySpec", "Problem", "SAMPLES_TABLE", "SamplingReport", "ScoredSamples", "Selection", "benchmarks_available",
     "best_of_n", "execute_and_land", "execute_samples", "execution_batch_name",
     "finished_run_ids", "orchestrator_request", "plan_job", "read_samples", "run_id_for",

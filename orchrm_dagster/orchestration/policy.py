@@ -20,7 +20,9 @@ class PolicySpec:
                                                                f"({', '.join(backend_kinds())})")
     model: str | None = Field(default=None, description="Overrides the llm resource's model")
     base_url: str | None = Field(default=None, description="Overrides the llm resource's base_url")
-    prompt: str = Field(default="orchestrator", description="A prompt file in orchrm_dagster/mas/prompts/")
+    prompt: str = Field(default="orchestrator", description="The orchestrator's prompt: a prompt shipped in "
+                                                            "orchrm_dagster/mas/prompts/ by name, or a file anywhere "
+                                                            "(a path; `{question}` and `{max_agents}` are filled in)")
     checkpoint_path: str | None = Field(
         default=None, description="A fine-tuned orchestrator's folder; replaces the model")
     step: int | None = Field(default=None, description="Training step of a checkpoint policy")
@@ -53,3 +55,10 @@ def sample_seed(seed: int, problem_id: str, sample_index: int) -> int:
 def run_id_for(policy: PolicySpec, problem_id: str, seed: int, sample_index: int) -> str:
     """Deterministic, so an interrupted run can resume without redoing finished samples."""
     return f"{policy.name}/{problem_id}/seed{seed}/{sample_index}"
+
+
+# The embedded default: SmolLM2 as a base orchestrator, and the same model with a few-shot prompt as a stand-in
+# "specialized" one until a trained orchestrator (a GRPO checkpoint) exists.
+EMBEDDED_POLICIES = (PolicySpec(name="smollm2-base", kind="base", prompt="orchestrator", temperature=1.0),
+                     PolicySpec(name="smollm2-fewshot", kind="specialized", prompt="orchestrator_fewshot",
+                                temperature=0.7))

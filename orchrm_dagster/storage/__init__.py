@@ -11,7 +11,7 @@ from orchrm_dagster.storage.locks import LockTimeout, root_lock
 from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for,
                                          default_storage_url, local_work_dir, root_cache_dir, safe_name,
                                          written_whole)
-from orchrm_dagster.storage.settings import StorageSettings
+from orchrm_dagster.storage.settings import StorageSettings, storage_settings
 from orchrm_dagster.storage.warehouse import NotAReadStatement, Warehouse, WarehouseBusy, check_read_only
 
 # Polars, pandas and pyarrow.dataset come with these (about 0.5 s): imported on first use, so a command that only
@@ -31,7 +31,7 @@ __all__ = [
     "BatchFile", "BatchView", "CheckpointStore", "LANDING_SUFFIXES", "LandedFile", "LandingView", "LockTimeout",
     "MANIFEST", "MODEL_SUBDIR", "NewBatch", "NotAReadStatement", "ParquetSink", "StorageRoot", "StorageSettings",
     "Warehouse", "WarehouseBusy", "batch_holding", "batch_id_for", "batch_members", "batch_name", "bulk_settings",
-    "check_read_only", "default_storage_url", "duckdb_settings", "files_fingerprint", "finished_manifests",
+    "check_read_only", "default_storage_url", "storage_settings", "duckdb_settings", "files_fingerprint", "finished_manifests",
     "folder_name", "folder_numbers", "ingested_state", "land", "landing_view", "local_work_dir",
     "no_cycle_collection", "publish_batch", "read_index", "read_manifest", "record_ingest", "register_batches",
     "root_cache_dir", "root_lock", "safe_name", "scan_files", "scan_table", "table_files", "write_manifest",

@@ -26,7 +26,11 @@ _BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def default_storage_url() -> str:
-    return os.environ.get("ORCHRM_STORAGE") or "storage"
+    """The storage root in effect: ORCHRM_STORAGE (`orchrm --storage`), else the settings file's `storage.root`,
+    else ./storage."""
+    from orchrm_dagster.storage.settings import storage_settings
+
+    return storage_settings().root
 
 
 def safe_name(text: str) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.storage.root import StorageRoot
 from orchrm_dagster.storage.warehouse import Warehouse
@@ -19,3 +22,14 @@ class StorageSettings:
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.storage_root(), self.warehouse_path)
+
+
+def storage_settings() -> StorageSettings:
+    """The storage settings in effect, read without the rest of the settings file: its `storage` section (the
+    defaults where there is none), the root ORCHRM_STORAGE (`orchrm --storage`) names over the file's."""
+    from orchrm_dagster.settings_file import read_settings_file, validated
+
+    file = read_settings_file()
+    settings = validated(StorageSettings, file.section("storage"), file, ("storage",))
+    named = os.environ.get("ORCHRM_STORAGE")
+    return dataclasses.replace(settings, root=named) if named else settings

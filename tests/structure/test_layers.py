@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchrm_dagster"
 
-FOUNDATION = {"contract", "engine_config", "devices", "reporting", "registry", "training_logs", "lora", "processes",
+FOUNDATION = {"contract", "engine_config", "settings_file", "devices", "reporting", "registry", "training_logs", "lora", "processes",
               "trainer_checkpoints", "trainer_args"}
 ALLOWED: dict[str, set[str]] = {
     "contract": set(),
@@ -34,7 +34,9 @@ ALLOWED: dict[str, set[str]] = {
     "training_logs": {"engine_config"},
     "trainer_checkpoints": {"engine_config", "lora"},
     "trainer_args": set(),
-    "storage": {"contract", "engine_config", "trainer_checkpoints"},  # the store's model folder is the trainers'
+    "settings_file": set(),
+    "storage": {"contract", "engine_config", "trainer_checkpoints", "settings_file"},  # the store's model folder is
+    # the trainers'; its root may be the settings file's
 
     "plans": set(),
     "llm": {"engine_config", "devices", "registry"},
@@ -56,6 +58,8 @@ ALLOWED: dict[str, set[str]] = {
              "processes", "trainer_checkpoints", "trainer_args"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
     "serving": {"storage", "rm", "engine_config"},
+    "settings": {"engine_config", "settings_file", "storage", "llm", "orchestration", "mas", "problems", "ingest",
+                 "labels", "pairs", "rm", "evaluation", "loop", "serving"},  # the settings file's sections
     "training_jobs": {"engine_config", "storage", "rm", "grpo", "llm", "orchestration"},
 }
 ABOVE = {"app", "definitions"}  # units of orchrm_dagster above the engine (definitions: definitions.py)

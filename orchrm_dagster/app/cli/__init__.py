@@ -39,11 +39,12 @@ COMMANDS = {
     "loop": ("loop", "The loop that keeps learning, as the daemon runs it."),
     "ui": ("ui", "Serve the Dagster UI on the same instance the CLI uses."),
     "serve": ("serve", "Serve the champion reward model over HTTP."),
+    "config": ("config", "The settings in effect and where each came from (show); validate a settings file (check)."),
 }
 
 # what a user got wrong, or a step that failed with its cause: the message says it all (by class name, so that
 # telling them apart imports neither Dagster nor pydantic)
-_MISTAKES = {"ValueError", "FileNotFoundError", "DagsterInvalidConfigError", "DagsterInvalidSubsetError",
+_MISTAKES = {"ValueError", "SettingsError", "FileNotFoundError", "DagsterInvalidConfigError", "DagsterInvalidSubsetError",
              "DagsterInvalidDefinitionError", "StepFailed", "LoopFailed", "LockTimeout", "WarehouseBusy"}
 
 
@@ -79,12 +80,20 @@ def is_mistake(error: BaseException) -> bool:
 
 
 @click.group(cls=_Commands)
+@click.option("--config", "config_file", envvar="ORCHRM_CONFIG", default=None,
+              type=click.Path(exists=True, dir_okay=False),
+              help="The settings file (default: ./orchrm.yaml when there is one, or $ORCHRM_CONFIG).")
 @click.option("--storage", "storage_url", envvar="ORCHRM_STORAGE", default=None,
               help="Storage root: a folder or s3://bucket/prefix (default: ./storage, or $ORCHRM_STORAGE).")
 @click.option("--verbose", is_flag=True, help="Show model-load progress bars and load reports, trainers' per-step "
                                                "metrics, and the traceback of an error (silent by default).")
-def main(storage_url: str | None, verbose: bool) -> None:
+def main(config_file: str | None, storage_url: str | None, verbose: bool) -> None:
     """orchrm: multi-agent run logs -> labels -> pairs -> orchestration reward model."""
+    from pathlib import Path
+
+    found = Path(config_file) if config_file else Path("orchrm.yaml") if Path("orchrm.yaml").is_file() else None
+    if found is not None:  # by its full path: the UI's code server, run workers and training processes read it too
+        os.environ["ORCHRM_CONFIG"] = str(found.resolve())
     if storage_url:
         os.environ["ORCHRM_STORAGE"] = storage_url
     if not verbose:

@@ -19,11 +19,11 @@ def definitions():
 
 
 def storage():
-    """The storage root and warehouse the Definitions' `storage` resource has (its root: --storage, ORCHRM_STORAGE or
-    ./storage, by `default_storage_url`), without building the Definitions."""
-    from orchrm_dagster.storage import StorageSettings, default_storage_url
+    """The storage settings the Definitions' `storage` resource has (the settings file's `storage`, its root --storage
+    or ORCHRM_STORAGE's when given), without building the Definitions."""
+    from orchrm_dagster.storage import storage_settings
 
-    return StorageSettings(root=default_storage_url())
+    return storage_settings()
 
 
 def print_rows(columns, rows, caption: str | None = None, rounded: bool = True) -> None:

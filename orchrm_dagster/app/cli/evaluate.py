@@ -32,7 +32,9 @@ def command(ctx: click.Context, **_) -> None:
     from orchrm_dagster.app.commands import materialization_metadata
     from orchrm_dagster.app.main_job import materialize_or_fail
 
-    settings = apply_options(EvaluationSettings(), ctx)
+    from orchrm_dagster.settings import load_settings
+
+    settings = apply_options(load_settings().evaluation, ctx)
     run_config = dg.RunConfig(ops={"evaluation": from_engine(EvaluationConfig, settings)})
     with step_progress(console) as progress:
         progress.step("evaluating Best-of-N on the held-out runs")

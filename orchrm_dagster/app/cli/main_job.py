@@ -3,7 +3,7 @@ import click
 from orchrm_dagster.app.cli.common import (console, definitions, execution_summary, print_evaluation, print_outcomes,
                                            print_reward_model_summary)
 from orchrm_dagster.app.cli.options import apply_options, config_options
-from orchrm_dagster.app.main_job_options import MainJobOptions
+from orchrm_dagster.settings import MainJobOptions, load_settings
 from orchrm_dagster.reporting import step_progress
 
 
@@ -19,7 +19,7 @@ def command(ctx: click.Context, **_) -> None:
     from orchrm_dagster.app.cli.status import command as status
     from orchrm_dagster.app.main_job import run_main_job
 
-    options = apply_options(MainJobOptions(), ctx)
+    options = apply_options(load_settings().main, ctx)
     with step_progress(console) as progress:
         progress.step("loading the code location (Definitions)")
         defs = definitions()

@@ -28,10 +28,13 @@ def command(ctx: click.Context, benchmark: str, policy_names: tuple[str, ...], i
     from orchrm_dagster.app.commands import ingest_landed
     from orchrm_dagster.app.main_job import orchestrate_policies, resolve_policies, sampling_step
 
+    from orchrm_dagster.settings import load_settings
+
+    settings = load_settings()
     best_of = given(ctx, ExecutionSettings).get("best_of_n")
-    execution = in_chosen_environment(apply_options(ExecutionSettings(), ctx, **(
+    execution = in_chosen_environment(apply_options(settings.execution, ctx, **(
         {"selection": "orchrm_bon"} if best_of else {})), ctx)
-    sampling = apply_options(PlanSamplingSettings(), ctx)
+    sampling = apply_options(settings.sampling, ctx)
     sampling = dataclasses.replace(sampling, n_samples=max(sampling.n_samples, best_of or 0))
     defs = definitions()
     with step_progress(console) as progress:

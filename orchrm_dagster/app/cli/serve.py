@@ -11,7 +11,9 @@ from orchrm_dagster.serving.settings import ServeSettings
 def command(ctx: click.Context, **_) -> None:
     """Serve the champion reward model over HTTP: POST /v1/score {question, plans, domain?} -> scores, chosen."""
     from orchrm_dagster.serving import serve
-    from orchrm_dagster.storage import StorageSettings, default_storage_url
+    from orchrm_dagster.settings import load_settings
 
-    # the storage resource's root without building the Definitions: the service process never imports Dagster
-    serve(StorageSettings(root=default_storage_url()).storage_root(), apply_options(ServeSettings(), ctx))
+    # the settings file's storage and serving sections without building the Definitions: the service process never
+    # imports Dagster
+    settings = load_settings()
+    serve(settings.storage.storage_root(), apply_options(settings.serving, ctx))
