@@ -63,8 +63,8 @@ class DeploymentSettings:
 
 @engine_config
 class MainJobOptions:
-    """What the main job (`orchrm main`) makes, sized so that it ends within 8 minutes on 2 CPU cores
-    (docs/benchmarks.md)."""
+    """What the main job (`orchrm main`) makes, sized for 2 CPU cores (its measured time, and on what load:
+    docs/benchmarks.md)."""
 
     benchmark: str = Field(default="gsm8k", description="The benchmark whose problems the runs answer")
     # Real MAS runs cost about a minute of decoding per plan batch and per sub-agent round on 2 cores, and one

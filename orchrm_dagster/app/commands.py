@@ -14,6 +14,7 @@ from assets.partitions import orchestration_partition_requests
 from assets.runs import failure_cause, process_tags, quiet
 from orchrm_dagster.app.instance import cli_instance
 from orchrm_dagster.app.loop import execute_step
+from orchrm_dagster.labels import unlabeled_note, unparsed_note
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.storage import batch_holding, batch_id_for, land
 
@@ -28,17 +29,30 @@ class BatchOutcome:
     labeled: int = 0
     correct: int = 0
     failed_files: tuple[tuple[str, str], ...] = ()  # (file, cause): files of the batch its ingest could not read
+    labeled_by_run: int = 0  # of the labeled: by the run's own is_correct (labels.trust_run_labels, no reference)
+    unlabeled: int = 0  # runs without a reference answer and without a label of their own
+    unparsed_plans: int = 0  # labeled runs whose plan does not parse
+    unlabeled_benchmarks: tuple[tuple[str, int], ...] = ()  # (benchmark, runs) of the unlabeled, most first
+    failed_runs: int = 0  # runs that failed for a cause outside the plan's answer: a label row, no verdict
 
     @property
     def ok(self) -> bool:
         return self.status == "SUCCESS" and not self.failed_files
 
     def summary(self) -> str:
-        """`48 runs, 6 quarantined, 48 labeled, 30 correct`, or the failure; then any file that failed, with why."""
+        """`48 runs, 6 quarantined, 48 labeled, 30 correct`, or the failure; `48 labeled (12 by the runs' own
+        is_correct)` where trusted runs labeled themselves; then the runs left unlabeled and the labeled runs whose
+        plan does not parse, each with what it means, and any file that failed, with why."""
         if self.status != "SUCCESS":
             return self.status
+        by_run = f" ({self.labeled_by_run} by the runs' own is_correct)" if self.labeled_by_run else ""
+        notes = ([unlabeled_note(self.unlabeled, dict(self.unlabeled_benchmarks))] if self.unlabeled else []) + (
+            [unparsed_note(self.unparsed_plans)] if self.unparsed_plans else [])
+        notes += [f"{self.failed_runs} failed run(s) without a verdict (a cause outside the plan's answer: the time "
+                  f"budget, a sub-agent's or the endpoint's failure; labels.reason says which)"] if self.failed_runs else []
         failed = "".join(f"; {name} FAILED: {cause}" for name, cause in self.failed_files)
-        return f"{self.runs} runs, {self.quarantined} quarantined, {self.labeled} labeled, {self.correct} correct{failed}"
+        return (f"{self.runs} runs, {self.quarantined} quarantined, {self.labeled} labeled{by_run}, {self.correct} "
+                f"correct" + "".join(f"; {note}" for note in notes) + failed)
 
 
 def ingest_files(defs: dg.Definitions, paths: list[Path], on_start: Callable[[str], None] | None = None,
@@ -140,8 +154,12 @@ def _outcome(storage, batch_id: str, result, failed_files=()) -> BatchOutcome:
     statuses = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
     rows = [r for r in statuses if r["batch_id"] == batch_id]
     counts = rows[0] if rows else {}
+    unlabeled = [(r["benchmark"], r["unlabeled"]) for r in warehouse.query(sql.load("unlabeled_runs")).to_pylist()
+                 if r["batch_id"] == batch_id] if counts.get("unlabeled") else []
     return BatchOutcome(batch_id, status, result.run_id, counts.get("runs", 0), counts.get("quarantined", 0),
-                        counts.get("labeled", 0), counts.get("correct", 0), tuple(failed_files))
+                        counts.get("labeled", 0), counts.get("correct", 0), tuple(failed_files),
+                        counts.get("labeled_by_run", 0), counts.get("unlabeled", 0), counts.get("unparsed_plans", 0),
+                        tuple(unlabeled), counts.get("failed_runs", 0))
 
 
 def materialize_selection(defs: dg.Definitions, selection: str, partition_key: str | None,

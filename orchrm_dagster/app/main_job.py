@@ -13,7 +13,7 @@ import dagster as dg
 
 from assets.config_bridge import from_engine
 from assets.runs import failure_cause
-from assets.run_configs import EvaluationConfig, RewardModelConfig
+from assets.run_configs import EvaluationConfig
 from orchrm_dagster.app.commands import (BatchOutcome, ingest_files, ingest_landed,
                                          materialization_metadata, materialize_selection, orchestrate)
 from orchrm_dagster.settings import MainJobOptions
@@ -22,7 +22,6 @@ from orchrm_dagster.evaluation.methods import method_names
 from orchrm_dagster.grpo import small_execution
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.reporting import duration
-from orchrm_dagster.rm import RMTrainConfig
 from orchrm_dagster.synthetic import EXAMPLE_BATCH, generate_runs, write_jsonl
 
 # Shorter sub-agent work than the execution defaults (a GRPO round's and the loop's rollouts, with 64-token answers):
@@ -131,9 +130,9 @@ def run_main_job(defs: dg.Definitions, options: MainJobOptions = MainJobOptions(
         on_step("building pairs")
         on_done(_rows(materialize_or_fail(defs, 'key:"pairs"'), "pairs", "pairs"))
         on_step("training a reward model")
-        reward_model = RMTrainConfig(max_train_pairs=options.max_train_pairs)
-        trained = materialize_or_fail(defs, 'key:"reward_model"',
-                                      dg.RunConfig(ops={"reward_model": from_engine(RewardModelConfig, reward_model)}))
+        # this field alone: the rest of the training is the settings file's (`loop.reward_model`, `run_settings`)
+        trained = materialize_or_fail(defs, 'key:"reward_model"', dg.RunConfig(
+            ops={"reward_model": {"config": {"max_train_pairs": options.max_train_pairs}}}))
         on_done(_reward_model_summary(materialization_metadata(trained, "reward_model")))
         on_step("ingesting the executed runs, the example batch and a generated batch on held-out problems")
         held = _ingested(ingest_landed(defs, [e.metadata["landed_batch"] for e in executions]))

@@ -37,7 +37,8 @@ WAREHOUSE_TABLES: dict[str, pa.Schema] = {
 
 # What a text column reads as where a file written before the column existed leaves it null (the warehouse views and
 # the Polars scans both fill it).
-COLUMN_DEFAULTS: dict[str, dict[str, str]] = {"runs": {"environment": "agents"}}
+COLUMN_DEFAULTS: dict[str, dict[str, str]] = {"runs": {"environment": "agents"},
+                                               "labels": {"label_source": "reference"}}
 
 # Tables written one folder per partition (`batch_id=<key>/part-*.parquet`); the rest are a single file.
 # The run-batch tables and rm_scores are partitioned by run batch; orchestration_samples and plan_scores by

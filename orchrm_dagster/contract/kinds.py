@@ -25,6 +25,13 @@ class RunErrorKind(str, Enum):
     EXECUTOR_FAILED = "executor_failed"  # a bug in the executor, caught so the batch goes on
 
 
+# A run that failed for a cause outside its plan's answer (no plan text, a sub-agent's call or the team's endpoint
+# failing, the time budget, the executor): no verdict on the plan. Labels leave its is_correct unset (never wrong) and
+# the policy gate counts it as a failed measurement; a plan that does not parse is the plan's own fault: incorrect.
+NO_VERDICT_KINDS = frozenset({RunErrorKind.GENERATION_FAILED, RunErrorKind.AGENT_FAILED, RunErrorKind.TIMEOUT,
+                              RunErrorKind.EXECUTOR_FAILED})
+
+
 class QuarantineKind(str, Enum):
     """Why a line of a run batch went to quarantine (the `kind` column)."""
 

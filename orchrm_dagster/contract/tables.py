@@ -89,7 +89,14 @@ LABELS = pa.schema(
         ("labeler", pa.string()),
         ("labeler_version", pa.string()),
         ("reason", pa.string()),
-        ("producer_is_correct", pa.bool_()),
+        ("producer_is_correct", pa.bool_()),  # the run's own is_correct, as it came
+        # what decided is_correct: reference (a labeler, against the reference answer) | run (the run's own
+        # is_correct: its benchmark in LabelSettings.trust_run_labels, no reference). Files from before the column
+        # read it as reference (contract.COLUMN_DEFAULTS): only references labeled then.
+        ("label_source", pa.string()),
+        # the run's plan parses (plans.parse_plan); best-of-N ranks one that does not after every one that does.
+        # Null in files from before the column: unknown until the batch is labeled again.
+        ("plan_parses", pa.bool_()),
     ]
 )
 

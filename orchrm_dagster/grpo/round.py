@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchrm_dagster.contract import RunErrorKind
+from orchrm_dagster.contract import NO_VERDICT_KINDS, RunErrorKind
 from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.environments import Executor, executor_for
 from orchrm_dagster.grpo import progress
@@ -60,8 +60,7 @@ class RoundOutcome:
 
 # Why a held-out plan measured nothing: the orchestrator produced no plan, or its execution failed for a reason of the
 # environment's, not the plan's (a plan that does not parse is the policy's own doing: measured, as incorrect)
-FAILED_KINDS = frozenset({RunErrorKind.GENERATION_FAILED, RunErrorKind.AGENT_FAILED, RunErrorKind.TIMEOUT,
-                          RunErrorKind.EXECUTOR_FAILED})
+FAILED_KINDS = NO_VERDICT_KINDS  # a held-out plan whose run failed so is no measurement
 HELD_OUT_SEED_OFFSET = 10_000  # held-out plans are seeded apart from the training's
 HELD_OUT_PLANS_FILE = "heldout_plans.parquet"  # in the round's work folder: each side's plans as measured
 

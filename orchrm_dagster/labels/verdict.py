@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Verdict:
-    is_correct: bool
+    is_correct: bool | None  # None: a failed run, no verdict on its plan (labels.batch.failed_run_verdict)
     extracted_answer: str | None
     labeler: str
     labeler_version: str

@@ -14,9 +14,10 @@ from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compil
 from orchrm_dagster.llm.kv_cache import DecodingCache, decoding_cache_field, release_static_caches, resolved_cache_kind
 from orchrm_dagster.llm.transformers_backend import TransformersSpec, loaded_model, sample_rows, unload_model
 from orchrm_dagster.llm.vllm_backend import vllm_imports
+from orchrm_dagster.llm.openai_backend import MAX_RETRY_AFTER_S, retry_after_s  # shared with other HTTP clients
 
 __all__ = ["BACKENDS", "EMBEDDED_GGUF", "embedded_model_dir", "BackendSpec", "BackendSpecClass", "ChatRequest",
            "CoalescingBackend", "Completion", "LLMBackend", "LLMSettings", "SamplingSettings", "TransformersSpec", "backend_kinds",
            "build_backend", "model_folder_kind", "register_backend", "respec", "spec_class", "GrammarLogitsProcessor",
            "compile_grammar", "loaded_model", "sample_rows", "unload_model", "DecodingCache", "decoding_cache_field",
-           "release_static_caches", "resolved_cache_kind", "vllm_imports"]
+           "release_static_caches", "resolved_cache_kind", "vllm_imports", "MAX_RETRY_AFTER_S", "retry_after_s"]

@@ -27,7 +27,7 @@ from orchrm_dagster.llm.base import ChatRequest, Completion
 from orchrm_dagster.llm.registry import register_backend
 
 _RETRYABLE_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-_MAX_RETRY_AFTER_S = 120.0
+MAX_RETRY_AFTER_S = 120.0  # a longer Retry-After is waited this long
 
 
 class _RetryableHTTPError(Exception):
@@ -104,14 +104,14 @@ class OpenAICompatibleBackend:
     def _post(self, body: dict) -> dict:
         response = self._client.post(f"{self.base_url}/chat/completions", json=body)
         if response.status_code == 429 or response.status_code >= 500:
-            raise _RetryableHTTPError(_describe(response), _retry_after_s(response))
+            raise _RetryableHTTPError(_describe(response), retry_after_s(response))
         if response.status_code >= 400:
             raise RuntimeError(_describe(response))
         return response.json()
 
     def _wait_s(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
-            return min(retry_after_s, _MAX_RETRY_AFTER_S)
+            return min(retry_after_s, MAX_RETRY_AFTER_S)
         return self.backoff_s * 2 ** attempt * random.uniform(0.5, 1.5)
 
 
@@ -141,7 +141,7 @@ def _describe(response: httpx.Response) -> str:
     return f"HTTP {response.status_code}: {response.text[:500]}"
 
 
-def _retry_after_s(response: httpx.Response) -> float | None:
+def retry_after_s(response: httpx.Response) -> float | None:
     """``Retry-After`` as seconds (a number, fractions accepted, or an HTTP date), None if absent/unreadable."""
     value = response.headers.get("retry-after")
     if not value:

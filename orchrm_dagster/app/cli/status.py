@@ -4,19 +4,27 @@ import click
 
 from orchrm_dagster.app.cli.common import ROUNDS_SHOWN, console, print_rows, storage, terminal_rounds
 
+# the batch table's count columns (batch_status.sql) and their headers
+_COUNTS = ["runs", "quarantined", "labeled", "labeled_by_reference", "labeled_by_run", "correct", "unlabeled",
+           "unparsed_plans"]
+_HEADERS = ["runs", "quarantined", "labeled", "by reference", "by run", "correct", "unlabeled", "unparsed plans"]
+
 
 @click.command(name="status")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="json: the same, one object for scripts.")
 def command(fmt: str) -> None:
-    """Batches, their files, runs, quarantined lines and labels, per batch and in total; each batch's ingest state (a
-    failed one with the cause of its latest run, a file its ingest could not read with why, until it is
-    re-ingested); the landed files no batch holds yet; and the files whose lines were quarantined, each with its
-    first bad line. Then the loop, as the daemon's sensors see it now: what it would do next, what it waits for,
-    why it is blocked, the steps it gave up on (cause and attempts); each domain's champion reward model, or why
-    there is none and what would change that; the last rounds; the tokens spent against the budget; and what waited
-    longer than the freshness windows the UI marks."""
+    """Batches, their files, runs, quarantined lines and labels, per batch and in total: labels by source (a
+    reference answer, or the run's own is_correct where its benchmark is trusted), with the runs left unlabeled for
+    want of a reference and the labeled runs whose plan does not parse, each said with what to do; each batch's
+    ingest state (a failed one with the cause of its latest run, a file its ingest could not read with why, until it
+    is re-ingested); the landed files no batch holds yet; and the files whose lines were quarantined, each with its
+    first bad line. Then the loop, as the daemon's sensors see it now: what it would do next, what it waits for, why
+    it is blocked, the steps it gave up on (cause and attempts); each domain's champion reward model, or why there
+    is none and what would change that; the last rounds; the tokens spent against the budget; and what waited longer
+    than the freshness windows the UI marks."""
     import sql
+    from orchrm_dagster.labels import UNLABELED_FIX, unlabeled_note, unparsed_note
 
     settings = storage()
     warehouse = settings.warehouse()
@@ -25,24 +33,36 @@ def command(fmt: str) -> None:
         raise click.ClickException(f"nothing landed or ingested yet under {settings.storage_root().url}: the loop "
                                    f"waits for files in its landing zone (orchrm ingest FILE lands one)")
     rows = warehouse.query(sql.load("batch_status")).to_pylist() if warehouse.exists() else []
-    counts = ["runs", "quarantined", "labeled", "correct"]
+    counts = _COUNTS
     by_batch = {batch: dict.fromkeys(counts, 0) for batch in states} | {r["batch_id"]: r for r in rows}
     table = []
     for batch in sorted(by_batch):  # a batch whose files left the landing zone was ingested, or it would not be here
         files, state, cause = states.get(batch, ("", "ingested", ""))
         table.append([batch, files, *(by_batch[batch][c] for c in counts), state, cause])
     if pending:
-        table.append(["(no batch yet)", pending, 0, 0, 0, 0, "landed", "the loop cuts them into a batch"])
+        table.append(["(no batch yet)", pending, *([0] * len(counts)), "landed", "the loop cuts them into a batch"])
+    sums = {c: sum(row[c] for row in by_batch.values()) for c in counts}
+    unlabeled = _unlabeled_by_benchmark(warehouse) if sums["unlabeled"] else {}
     if fmt == "json":
         batches = [dict(zip(["batch_id", "files", *counts, "state", "cause"], row)) for row in table]
-        click.echo(json.dumps({"root": settings.storage_root().url, "batches": batches,
+        labels = {"unlabeled": sums["unlabeled"], "unlabeled_by_benchmark": unlabeled,
+                  "unlabeled_fix": UNLABELED_FIX if sums["unlabeled"] else None,
+                  "unparsed_plans": sums["unparsed_plans"]}
+        click.echo(json.dumps({"root": settings.storage_root().url, "batches": batches, "labels": labels,
                                "loop": report.to_json() if report else None}, default=str, indent=2))
         return
-    totals = ["total", sum(row[1] or 0 for row in table)] + [sum(row[c] for row in by_batch.values())
-                                                             for c in counts] + ["", ""]
-    print_rows(["batch_id", "files", *counts, "state", "cause"], table + [totals],
+    totals = ["total", sum(row[1] or 0 for row in table)] + [sums[c] for c in counts] + ["", ""]
+    print_rows(["batch_id", "files", *_HEADERS, "state", "cause"], table + [totals],
                caption=f"Batches under {settings.storage_root().url}: landed files, runs ingested, lines "
-                       f"quarantined, runs labeled and labeled correct; state: the batch's ingest")
+                       f"quarantined, runs labeled (by a reference answer, by the run's own is_correct) and labeled "
+                       f"correct, runs unlabeled for want of a reference, labeled runs whose plan does not parse; "
+                       f"state: the batch's ingest")
+    if sums["unlabeled"]:
+        console.print(unlabeled_note(sums["unlabeled"], unlabeled), style="yellow", soft_wrap=True, markup=False,
+                      highlight=False)
+    if sums["unparsed_plans"]:
+        console.print(f"{unparsed_note(sums['unparsed_plans'])} (orchrm query \"select batch_id, run_id from labels "
+                      f"where not plan_parses\")", style="yellow", soft_wrap=True, markup=False, highlight=False)
     failed = [state for _, state, _ in states.values() if "failed" in state]
     if failed:
         console.print(f"[red]{len(failed)} batch(es) failed to ingest, or have files that could not be read; "
@@ -88,6 +108,16 @@ def _print_loop(report) -> None:
                            f"after with their intervals, the verdict, the reward-hacking flag, the environment, tokens")
     for late in report.late:
         console.print(f"[yellow]late: {late.line()}[/yellow]", soft_wrap=True)
+
+
+def _unlabeled_by_benchmark(warehouse) -> dict[str, int]:
+    """Runs left unlabeled for want of a reference, in all batches, by benchmark (most first)."""
+    import sql
+
+    found: dict[str, int] = {}
+    for row in warehouse.query(sql.load("unlabeled_runs")).to_pylist():
+        found[row["benchmark"]] = found.get(row["benchmark"], 0) + row["unlabeled"]
+    return dict(sorted(found.items(), key=lambda item: (-item[1], str(item[0]))))
 
 
 def _print_quarantined_files(warehouse) -> None:
