@@ -68,6 +68,26 @@ def test_a_round_publishes_a_checkpoint_policy_and_its_row(champion_root, tiny_p
     assert read_table(champion_root, "policy_checkpoints")[1]["base_model"] == policy.checkpoint_path
 
 
+def test_a_teams_own_orchestrator_with_a_prompt_file_outside_the_package_trains_through_a_round(
+        champion_root, tiny_policy, tmp_path):
+    """A policy as a settings file names one: a model folder and a prompt file anywhere; its plans are sampled from
+    that prompt, and the checkpoint remembers it (the next round and the rollouts sample with it)."""
+    from orchrm_dagster.grpo.round import prompt_identity
+    from orchrm_dagster.mas import load_prompt
+
+    prompt = tmp_path / "team" / "orchestrator.txt"
+    prompt.parent.mkdir()
+    prompt.write_text("# ours\nTEAM PROMPT. Plan for: {question} (at most {max_agents} agents)\n")
+    team = {"tiny": PolicySpec(name="tiny", kind="specialized", model=tiny_policy, prompt=str(prompt))}
+    outcome = run_round(champion_root, 1, SETTINGS, team, TransformersSpec())
+    assert outcome.row["round"] == 1 and outcome.row["steps"] == SETTINGS.steps
+    [checkpoint] = checkpoint_policies(champion_root)
+    assert checkpoint.prompt == str(prompt) and load_prompt(checkpoint.prompt).startswith("TEAM PROMPT.")
+    measured_with = prompt_identity(str(prompt))  # held-out measures are keyed by the file's text, not its name
+    prompt.write_text("EDITED. {question} {max_agents}\n")
+    assert prompt_identity(str(prompt)) != measured_with and prompt_identity("orchestrator") == "orchestrator"
+
+
 @pytest.mark.slow  # two rounds (or a round and its resumption): 50-100 s on 2 cores
 def test_a_crashed_round_publishes_nothing_and_the_next_attempt_resumes_from_its_last_step(
         champion_root, tiny_policy, monkeypatch):
