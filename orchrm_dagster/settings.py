@@ -150,6 +150,8 @@ def load_settings(path: Path | None = None) -> OrchrmSettings:
     for name, loc in ENVIRONMENT.items():
         if os.environ.get(name):
             settings = _replaced(settings, loc, os.environ[name], name)
+    if os.environ.get("ORCHRM_STORAGE"):  # another root: the file's warehouse file and endpoint are its root's
+        settings = dataclasses.replace(settings, storage=StorageSettings(root=os.environ["ORCHRM_STORAGE"]))
     return settings
 
 
@@ -178,6 +180,8 @@ def file_values(file: SettingsFile) -> dict:
 
 def _with_kinds(cls, value):
     cls = _unannotated(cls)
+    if value is None and hasattr(_plain_config(cls), "__pydantic_fields__"):
+        return {}  # `loop:` with every key commented out: the section's defaults
     if isinstance(value, dict) and hasattr(cls, "__pydantic_fields__"):
         return {key: _with_kinds(cls.__pydantic_fields__[key].annotation, item)
                 if key in cls.__pydantic_fields__ else item for key, item in value.items()}
@@ -196,6 +200,15 @@ def _with_kinds(cls, value):
         if len(members) == 1:
             return _with_kinds(members[0], value)
     return value
+
+
+def _plain_config(annotation):
+    """`annotation` without Annotated and Optional: a config class, where it is one."""
+    annotation = _unannotated(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _unannotated(rest[0]) if len(rest) == 1 else annotation
+    return annotation
 
 
 def _unannotated(annotation):

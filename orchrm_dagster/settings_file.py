@@ -25,10 +25,14 @@ FILE_NAME = "orchrm.yaml"
 
 Loc = tuple[typing.Union[str, int], ...]
 
-# (section, ..., field) of the fields holding a path; "*": every item of a list
-_PATH_FIELDS: tuple[Loc, ...] = (("storage", "root"), ("storage", "warehouse_path"), ("problems", "extra_files", "*"),
-                                 ("policies", "*", "prompt"), ("policies", "*", "model"),
-                                 ("policies", "*", "checkpoint_path"))
+# (section, ..., field) of the fields holding a path; "*": every item of a list, or every value of a mapping (a
+# backend written as a selector: `backend: {transformers: {model: ...}}`)
+_PATH_FIELDS: tuple[Loc, ...] = (
+    ("storage", "root"), ("storage", "warehouse_path"), ("problems", "extra_files", "*"),
+    ("policies", "*", "prompt"), ("policies", "*", "model"), ("policies", "*", "checkpoint_path"),
+    ("llm", "backend", "*", "model"), ("llm", "backend", "model"), ("pairs", "import_files", "*"),
+    ("execution", "corpus"), ("loop", "rollout_execution", "corpus"), ("loop", "round", "execution", "corpus"),
+    ("loop", "reward_model", "backbone"))
 
 
 class SettingsError(ValueError):
@@ -136,8 +140,10 @@ def _with_resolved_paths(data: dict, folder: Path) -> dict:
 
 def _resolve(value, pattern: Loc, folder: Path) -> None:
     head, rest = pattern[0], pattern[1:]
-    keys = range(len(value)) if head == "*" and isinstance(value, list) else (
-        [head] if isinstance(value, dict) and head in value else [])
+    if head == "*":
+        keys = range(len(value)) if isinstance(value, list) else list(value) if isinstance(value, dict) else []
+    else:
+        keys = [head] if isinstance(value, dict) and head in value else []
     for key in keys:
         if rest:
             _resolve(value[key], rest, folder)
@@ -148,10 +154,10 @@ def _resolve(value, pattern: Loc, folder: Path) -> None:
 def _is_relative_path(text: str, field: str, folder: Path) -> bool:
     if "://" in text or Path(text).expanduser().is_absolute():
         return False
-    if field == "prompt":  # a prompt shipped in the package is named without a folder or suffix
+    if field in ("prompt", "corpus"):  # one shipped in the package is named without a folder or suffix
         return "/" in text or Path(text).suffix != ""
-    if field == "model":  # a hub id (org/name) is not a path unless the file's folder has it
-        return (folder / text).exists()
+    if field in ("model", "backbone"):  # a hub id (org/name) is not a path unless written as one or found there
+        return text.startswith(("./", "../")) or (folder / text).exists()
     return True
 
 

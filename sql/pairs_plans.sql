@@ -3,7 +3,8 @@
 -- formed within a problem and an environment: the two runs of a pair were executed the same way.
 -- Which runs stand on the specialized and base sides is decided per policy by pairs.policy_side (the relation
 -- `policy_sides`: policy_kind, policy_name, specialized, base); no kind is named here.
--- A run whose label rows disagree counts as unlabeled. plan_index numbers a problem's plans in (environment,
+-- A run whose label rows disagree counts as unlabeled. A run that failed for a cause outside its plan (a label row
+-- without a verdict: an endpoint, a sub-agent, the time budget) stands on no side: it says nothing of its plan. plan_index numbers a problem's plans in (environment,
 -- plan_hash) order (so ties never depend on scan order; with one environment, plan_hash order), so it names one
 -- environment's plan within the problem; salt is rules.plan_salt.
 CREATE OR REPLACE TEMP TABLE pairs_plans AS
@@ -13,6 +14,9 @@ WITH run_labels AS (
     WHERE is_correct IS NOT NULL
     GROUP BY run_id
     HAVING bool_and(is_correct) = bool_or(is_correct)
+),
+failed_runs AS (
+    SELECT DISTINCT run_id FROM labels WHERE is_correct IS NULL
 ),
 plans AS (
     SELECT r.problem_id, coalesce(r.environment, $default_environment) AS environment, r.plan_hash,
@@ -24,6 +28,7 @@ plans AS (
     LEFT JOIN run_labels l USING (run_id)
     LEFT JOIN policy_sides s
       ON s.policy_kind IS NOT DISTINCT FROM r.policy_kind AND s.policy_name IS NOT DISTINCT FROM r.policy_name
+    ANTI JOIN failed_runs f ON f.run_id = r.run_id
     WHERE r.problem_id IS NOT NULL AND r.run_id IS NOT NULL AND r.plan_hash IS NOT NULL
     GROUP BY 1, 2, 3
 )

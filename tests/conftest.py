@@ -12,7 +12,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 def isolated_env(tmp_path, monkeypatch):
     """Every test gets its own storage root and Dagster instance, and no settings file but its own."""
     monkeypatch.setenv("ORCHRM_STORAGE", str(tmp_path / "storage"))
-    monkeypatch.delenv("ORCHRM_CONFIG", raising=False)
+    empty = tmp_path / "no-settings.yaml"  # not the orchrm.yaml of whatever folder the tests run from
+    empty.write_text("")
+    monkeypatch.setenv("ORCHRM_CONFIG", str(empty))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("ORCHRM_CACHE", str(tmp_path / "cache"))
     return tmp_path

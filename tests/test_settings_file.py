@@ -66,6 +66,8 @@ def test_an_environment_variable_wins_over_the_file(settings_file, monkeypatch, 
     assert settings.storage.root == str(tmp_path / "elsewhere")
     sources = {key: source for key, _, source in setting_sources(settings, read_settings_file())}
     assert sources["storage.root"] == "$ORCHRM_STORAGE"
+    write(tmp_path, "storage: {root: team-storage, warehouse_path: wh.duckdb}\n")
+    assert load_settings().storage.warehouse_path is None  # the file's warehouse belongs to the file's root
 
     monkeypatch.setenv("ORCHRM_DEPLOYMENT", "nowhere")
     with pytest.raises(SettingsError, match="ORCHRM_DEPLOYMENT"):
@@ -73,12 +75,14 @@ def test_an_environment_variable_wins_over_the_file(settings_file, monkeypatch, 
 
 
 def test_without_a_file_every_setting_is_its_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("ORCHRM_CONFIG")  # as a user's shell: the working directory decides
     monkeypatch.chdir(tmp_path)
     assert load_settings() == OrchrmSettings(storage=load_settings().storage)
     assert read_settings_file().path is None
 
 
 def test_orchrm_yaml_in_the_working_directory_is_read_and_orchrm_config_names_another(tmp_path, monkeypatch):
+    monkeypatch.delenv("ORCHRM_CONFIG")  # as a user's shell: the working directory decides
     write(tmp_path, "loop: {rounds: 3}\n")
     monkeypatch.chdir(tmp_path)
     assert load_settings().loop.rounds == 3
@@ -142,6 +146,24 @@ def test_a_runs_own_config_wins_over_the_file_field_by_field(tmp_path, monkeypat
 
 
 # --- mistakes --------------------------------------------------------------------------------------------------
+
+
+def test_an_empty_section_keeps_its_defaults_and_paths_are_the_files_folders(tmp_path):
+    (tmp_path / "corpus.jsonl").write_text("")
+    path = write(tmp_path, """\
+        loop:
+          # rounds: 3
+        execution: {corpus: corpus.jsonl}
+        sampling: {}
+        llm:
+          backend:
+            transformers: {model: ./models/mine}
+        """)
+    settings = load_settings(path)
+    assert settings.loop == OrchrmSettings().loop
+    assert settings.execution.corpus == str(tmp_path / "corpus.jsonl")
+    assert settings.llm.backend.model == str(tmp_path / "models" / "mine")
+    assert load_settings(write(tmp_path, "execution: {corpus: hotpotqa}\n")).execution.corpus == "hotpotqa"
 
 
 @pytest.mark.parametrize("text, said", [
@@ -239,6 +261,7 @@ def test_orchrm_serve_reads_its_section_and_a_flag_wins(settings_file, monkeypat
 
 
 def test_the_ui_and_its_code_server_are_pointed_at_the_same_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("ORCHRM_CONFIG")  # as a user's shell: the working directory decides
     from orchrm_dagster.app.cli import main
 
     write(tmp_path, "loop: {rounds: 3}\n")

@@ -30,7 +30,9 @@ def candidate_pool(root: StorageRoot, settings: EvaluationSettings, champions: M
         pl.col("plan_logprob").alias("logprob"),
         pl.coalesce("orchestrator_tokens", orchestrator_parts, pl.lit(0, dtype=pl.Int64)).alias("plan_tokens"),
         pl.col("subagent_tokens").fill_null(0).alias("exec_tokens"))
-    labels = (scan_table(root, "labels").filter(pl.col("is_correct").is_not_null())
+    # a run that failed for a cause outside its plan (a label without a verdict) stays in its pool, not correct: the
+    # method that picks it picked a run that gave no answer
+    labels = (scan_table(root, "labels").with_columns(pl.col("is_correct").fill_null(False))
               .group_by("run_id").agg(pl.col("is_correct").first().alias("correct"),
                                       pl.col("extracted_answer").first().alias("extracted")))
     scores = (scan_table(root, "rm_scores").filter(pl.col("rm_version").is_in(sorted(set(champions.values()))))

@@ -65,8 +65,10 @@ class LabelSettings:
         default=(), description="Benchmarks whose runs' own is_correct is their label where there is no reference "
                                 "answer (neither the run's reference_answer nor its problem in the problems table): "
                                 "a team's own problems, whose correctness only its own system knows. '*': every "
-                                "benchmark. Where a reference exists it decides, as for any run. A failed run "
-                                "(error) is labeled incorrect; a trusted run without is_correct stays unlabeled. "
+                                "benchmark. Where a reference exists it decides, as for any run. A failed run is "
+                                "labeled as any failed run is (no verdict where its cause is outside its plan: "
+                                "contract.NO_VERDICT_KINDS; else incorrect); a trusted run without is_correct stays "
+                                "unlabeled. "
                                 "labels.label_source says what decided each label: reference or run")
 
     def __post_init__(self) -> None:

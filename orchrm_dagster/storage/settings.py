@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 from orchrm_dagster.engine_config import Field, engine_config
@@ -26,10 +25,11 @@ class StorageSettings:
 
 def storage_settings() -> StorageSettings:
     """The storage settings in effect, read without the rest of the settings file: its `storage` section (the
-    defaults where there is none), the root ORCHRM_STORAGE (`orchrm --storage`) names over the file's."""
+    defaults where there is none), or the root ORCHRM_STORAGE (`orchrm --storage`) names, alone."""
     from orchrm_dagster.settings_file import read_settings_file, validated
 
-    file = read_settings_file()
-    settings = validated(StorageSettings, file.section("storage"), file, ("storage",))
     named = os.environ.get("ORCHRM_STORAGE")
-    return dataclasses.replace(settings, root=named) if named else settings
+    if named:  # another root: the file's warehouse file and endpoint belong to the file's root, not to this one
+        return StorageSettings(root=named)
+    file = read_settings_file()
+    return validated(StorageSettings, file.section("storage"), file, ("storage",))

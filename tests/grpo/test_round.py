@@ -68,6 +68,7 @@ def test_a_round_publishes_a_checkpoint_policy_and_its_row(champion_root, tiny_p
     assert read_table(champion_root, "policy_checkpoints")[1]["base_model"] == policy.checkpoint_path
 
 
+@pytest.mark.slow  # a whole round: about a minute on 2 cores
 def test_a_teams_own_orchestrator_with_a_prompt_file_outside_the_package_trains_through_a_round(
         champion_root, tiny_policy, tmp_path):
     """A policy as a settings file names one: a model folder and a prompt file anywhere; its plans are sampled from

@@ -254,3 +254,13 @@ def test_build_reads_no_plan_texts(tmp_path):
 def test_duckdb_error_for_missing_relations_is_raised(tmp_path):
     with pytest.raises(duckdb.CatalogException):
         build_pairs(duckdb.connect(), PairRules(), str(tmp_path / "pairs.parquet"))
+
+
+def test_a_run_that_failed_outside_its_plan_stands_on_no_side(tmp_path):
+    """A specialized run whose endpoint timed out (a label without a verdict) says nothing of its plan: it wins no
+    specialized-over-base pair, as it takes no part in correct-over-incorrect ones."""
+    runs = [run("b1", "p", "base", "plan B", correct=True), run("s1", "p", "specialized", "plan S1"),
+            run("s2", "p", "specialized", "plan S2")]
+    no_verdict = [{"run_id": "s1", "is_correct": None}]  # labels.batch.failed_run_verdict of a NO_VERDICT kind
+    stats, rows = build(runs + specialized_filler(2) + correct_filler(2), tmp_path, extra_labels=no_verdict)
+    assert pair_runs(rows, "p", SOB) == {("s2", "b1")}

@@ -12,8 +12,8 @@ from orchrm_dagster.app.cli.common import console
 
 @click.group(name="config")
 def command() -> None:
-    """The settings file (orchrm.yaml in the working directory, or --config / $ORCHRM_CONFIG): what is in effect,
-    and whether a file is valid."""
+    """The settings in effect and where each came from (show); validate a settings file (check). The settings file
+    is orchrm.yaml in the working directory, or --config FILE / $ORCHRM_CONFIG."""
 
 
 @command.command(name="show")

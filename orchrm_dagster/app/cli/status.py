@@ -6,8 +6,9 @@ from orchrm_dagster.app.cli.common import ROUNDS_SHOWN, console, print_rows, sto
 
 # the batch table's count columns (batch_status.sql) and their headers
 _COUNTS = ["runs", "quarantined", "labeled", "labeled_by_reference", "labeled_by_run", "correct", "unlabeled",
-           "unparsed_plans"]
-_HEADERS = ["runs", "quarantined", "labeled", "by reference", "by run", "correct", "unlabeled", "unparsed plans"]
+           "unparsed_plans", "failed_runs"]
+_HEADERS = ["runs", "quarantined", "labeled", "by reference", "by run", "correct", "unlabeled", "unparsed plans",
+            "failed, no verdict"]
 
 
 @click.command(name="status")
