@@ -296,3 +296,26 @@ def test_the_references_example_file_is_valid_and_sets_every_default(tmp_path, m
     path = write(tmp_path, example)
     assert load_settings(path) == OrchrmSettings(storage=load_settings(path).storage)
     assert set(yaml.safe_load(example)) == set(OrchrmSettings.__pydantic_fields__)  # every section
+
+
+def test_the_files_sub_agents_server_and_policies_become_the_code_locations_resources(tmp_path, monkeypatch):
+    """The `agents` environment's sub-agents on an OpenAI-compatible server, and a team's policy, named in the file
+    alone: the `llm` and `policy_registry` resources the assets build backends from are the file's."""
+    from orchrm_dagster.definitions import build_definitions
+
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "orchestrator.txt").write_text("Plan: {question} ({max_agents} agents)\n")
+    monkeypatch.setenv("ORCHRM_CONFIG", str(write(tmp_path, """\
+        llm:
+          backend:
+            openai: {base_url: "http://127.0.0.1:9/v1", model: team-model, max_concurrency: 3}
+        policies:
+          - {name: team-orchestrator, kind: specialized, prompt: prompts/orchestrator.txt}
+        """)))
+    defs = build_definitions()
+    spec = defs.resources["llm"].spec()
+    assert (spec.kind, spec.base_url, spec.model, spec.max_concurrency) == ("openai", "http://127.0.0.1:9/v1",
+                                                                           "team-model", 3)
+    policy = defs.resources["policy_registry"].spec("team-orchestrator")
+    assert policy.prompt == str(tmp_path / "prompts" / "orchestrator.txt")
+    assert policy.backend_spec(spec).base_url == "http://127.0.0.1:9/v1"  # a policy starts from the sub-agents'
