@@ -8,13 +8,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+@pytest.fixture(scope="session")
+def no_settings_file(tmp_path_factory) -> str:
+    """An empty settings file: not the orchrm.yaml of whatever folder the tests run from."""
+    empty = tmp_path_factory.mktemp("settings") / "orchrm.yaml"
+    empty.write_text("")
+    return str(empty)
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path, monkeypatch):
+def isolated_env(tmp_path, monkeypatch, no_settings_file):
     """Every test gets its own storage root and Dagster instance, and no settings file but its own."""
     monkeypatch.setenv("ORCHRM_STORAGE", str(tmp_path / "storage"))
-    empty = tmp_path / "no-settings.yaml"  # not the orchrm.yaml of whatever folder the tests run from
-    empty.write_text("")
-    monkeypatch.setenv("ORCHRM_CONFIG", str(empty))
+    monkeypatch.setenv("ORCHRM_CONFIG", no_settings_file)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("ORCHRM_CACHE", str(tmp_path / "cache"))
     return tmp_path

@@ -8,7 +8,7 @@ from orchrm_dagster.app.cli.common import ROUNDS_SHOWN, console, print_rows, sto
 _COUNTS = ["runs", "quarantined", "labeled", "labeled_by_reference", "labeled_by_run", "correct", "unlabeled",
            "unparsed_plans", "failed_runs"]
 _HEADERS = ["runs", "quarantined", "labeled", "by reference", "by run", "correct", "unlabeled", "unparsed plans",
-            "failed, no verdict"]
+            "no verdict"]
 
 
 @click.command(name="status")
