@@ -193,7 +193,7 @@ _FIELDS = sorted(OrchrmSettings.__pydantic_fields__["loop"].annotation.__pydanti
 def test_any_unknown_key_is_named_with_its_line_and_valid_keys_are_not_lost(tmp_path_factory, key, line):
     folder = tmp_path_factory.mktemp("settings")
     padding = "".join(f"  # comment {i}\n" for i in range(line))
-    path = write(folder, f"loop:\n  rounds: 3\n{padding}  {key}: 1\n")
+    path = write(folder, f"loop:\n  rounds: 3\n{padding}  \"{key}\": 1\n")  # quoted: `y`, `null` are keys too
     with pytest.raises(SettingsError) as raised:
         load_settings(path)
     assert f"orchrm.yaml:{3 + line}: loop.{key}: unknown key" in str(raised.value)
