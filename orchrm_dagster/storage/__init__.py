@@ -9,9 +9,9 @@ from orchrm_dagster.storage.checkpoints import (MANIFEST, MODEL_SUBDIR, Checkpoi
 from orchrm_dagster.storage.duck import bulk_settings, duckdb_settings
 from orchrm_dagster.storage.locks import LockTimeout, root_lock
 from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRoot, batch_id_for,
-                                         default_storage_url, local_work_dir, root_cache_dir, safe_name,
+                                         local_work_dir, root_cache_dir, safe_name,
                                          written_whole)
-from orchrm_dagster.storage.settings import StorageSettings, storage_settings
+from orchrm_dagster.storage.settings import StorageSettings, default_storage_url, storage_settings
 from orchrm_dagster.storage.warehouse import NotAReadStatement, Warehouse, WarehouseBusy, check_read_only
 
 # Polars, pandas and pyarrow.dataset come with these (about 0.5 s): imported on first use, so a command that only

@@ -25,14 +25,6 @@ LANDING_SOURCES = ".sources.json"  # in the landing zone: which local file each 
 _BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def default_storage_url() -> str:
-    """The storage root in effect: ORCHRM_STORAGE (`orchrm --storage`), else the settings file's `storage.root`,
-    else ./storage."""
-    from orchrm_dagster.storage.settings import storage_settings
-
-    return storage_settings().root
-
-
 def safe_name(text: str) -> str:
     """`text` with every character but letters, digits, '.', '_' and '-' replaced by '_' (a folder-safe name)."""
     return _BATCH_ID_UNSAFE.sub("_", text)

@@ -33,3 +33,9 @@ def storage_settings() -> StorageSettings:
         return StorageSettings(root=named)
     file = read_settings_file()
     return validated(StorageSettings, file.section("storage"), file, ("storage",))
+
+
+def default_storage_url() -> str:
+    """The storage root in effect: ORCHRM_STORAGE (`orchrm --storage`), else the settings file's `storage.root`,
+    else ./storage."""
+    return storage_settings().root
