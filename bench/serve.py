@@ -3,8 +3,9 @@
     .venv/bin/python bench/serve.py [--storage ROOT] [--plans 8] [--seconds 20] [--clients 1,8,32]
                                     [--max-batch-plans 64] [--max-wait-ms 5]
 
-The server is the real command (`orchrm --storage ROOT serve --device cpu`) in its own process; the clients are
-threads of this process, each with its own httpx connection, sending requests back to back for --seconds per level.
+The server is the real command (`orchrm --storage ROOT serve --device cpu`) in its own process, behind a bearer
+token made for the run (ORCHRM_SERVE_TOKEN in its environment: as a deployment runs it); the clients are threads of
+this process, each with its own httpx connection, sending requests back to back for --seconds per level.
 Each request is a gsm8k question and --plans plans from `orchrm_dagster.synthetic.random_plan_text` (2-6 agents),
 scored by the champion in ROOT; without --storage a temporary root gets an untrained MiniLM reward head (the packaged
 all-MiniLM-L6-v2 as the reward model trains it, same input format: throughput does not depend on the weights).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import secrets
 import socket
 import statistics
 import subprocess
@@ -60,11 +62,12 @@ def untrained_champion_root(folder: str) -> str:
     return folder
 
 
-def start_server(storage: str, port: int, max_batch_plans: int, max_wait_ms: float) -> subprocess.Popen:
+def start_server(storage: str, port: int, max_batch_plans: int, max_wait_ms: float, token: str) -> subprocess.Popen:
     orchrm = Path(sys.executable).with_name("orchrm")
     server = subprocess.Popen([str(orchrm), "--storage", storage, "serve", "--port", str(port), "--device", "cpu",
                                "--max-batch-plans", str(max_batch_plans), "--max-wait-ms", str(max_wait_ms)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "ORCHRM_SERVE_TOKEN": token})
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -79,7 +82,7 @@ def start_server(storage: str, port: int, max_batch_plans: int, max_wait_ms: flo
     raise SystemExit("orchrm serve did not become healthy")
 
 
-def run_level(url: str, pool: list[dict], clients: int, seconds: float) -> dict:
+def run_level(url: str, pool: list[dict], clients: int, seconds: float, auth: dict[str, str]) -> dict:
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -88,7 +91,7 @@ def run_level(url: str, pool: list[dict], clients: int, seconds: float) -> dict:
 
     def client(index: int) -> None:
         mine = []
-        with httpx.Client(timeout=900) as http:
+        with httpx.Client(timeout=900, headers=auth) as http:
             start.wait()
             i = index
             while time.monotonic() < stop_at:
@@ -101,7 +104,7 @@ def run_level(url: str, pool: list[dict], clients: int, seconds: float) -> dict:
         with lock:
             latencies.extend(mine)
 
-    before = httpx.get(f"{url}/v1/stats").json()
+    before = httpx.get(f"{url}/v1/stats", headers=auth).json()
     load_before = os.getloadavg()[0]
     began = time.perf_counter()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
@@ -110,7 +113,7 @@ def run_level(url: str, pool: list[dict], clients: int, seconds: float) -> dict:
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
-    after = httpx.get(f"{url}/v1/stats").json()
+    after = httpx.get(f"{url}/v1/stats", headers=auth).json()
     batches = after["batches"] - before["batches"]
     ordered = sorted(latencies)
     return {"clients": clients, "requests": len(latencies), "errors": errors[0],
@@ -136,13 +139,15 @@ def main() -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        server = start_server(storage, port, args.max_batch_plans, args.max_wait_ms)
+        token = secrets.token_hex(32)
+        auth = {"Authorization": f"Bearer {token}"}
+        server = start_server(storage, port, args.max_batch_plans, args.max_wait_ms, token)
         url = f"http://127.0.0.1:{port}"
         try:
             pool = requests_pool(64, args.plans)
             health = httpx.get(f"{url}/v1/health").json()
             for warm_up in pool[:3]:
-                httpx.post(f"{url}/v1/score", json=warm_up, timeout=900)
+                httpx.post(f"{url}/v1/score", json=warm_up, headers=auth, timeout=900).raise_for_status()
             source = f"--storage {storage}" if args.storage else "an untrained MiniLM head"
             print(f"champion {health['champions']} from {source}; "
                   f"{args.plans} plans/request, {args.seconds:.0f} s per level, --max-batch-plans "
@@ -150,7 +155,7 @@ def main() -> None:
             print(f"{'clients':>7} {'requests':>8} {'errors':>6} {'req/s':>7} {'plans/s':>8} {'p50 ms':>8} "
                   f"{'p99 ms':>8} {'req/batch':>9}  load avg (1 min)")
             for clients in (int(c) for c in args.clients.split(",")):
-                row = run_level(url, pool, clients, args.seconds)
+                row = run_level(url, pool, clients, args.seconds, auth)
                 print(f"{row['clients']:>7} {row['requests']:>8} {row['errors']:>6} {row['rps']:>7.2f} "
                       f"{row['rps'] * args.plans:>8.1f} {row['p50']:>8.0f} {row['p99']:>8.0f} {row['per_batch']:>9.1f}"
                       f"  {row['load']}", flush=True)

@@ -32,7 +32,7 @@ _PATH_FIELDS: tuple[Loc, ...] = (
     ("policies", "*", "prompt"), ("policies", "*", "model"), ("policies", "*", "checkpoint_path"),
     ("llm", "backend", "*", "model"), ("llm", "backend", "model"), ("pairs", "import_files", "*"),
     ("execution", "corpus"), ("loop", "rollout_execution", "corpus"), ("loop", "round", "execution", "corpus"),
-    ("loop", "reward_model", "backbone"))
+    ("loop", "reward_model", "backbone"), ("serving", "token_file"))
 
 
 class SettingsError(ValueError):

@@ -6,6 +6,10 @@
     GET  /v1/health  the champions loaded (503 before the first champion, saying why there is none)
     GET  /v1/stats   requests, scoring batches and reloads so far
 
+Given a token, every request but `GET /v1/health` must carry it (`Authorization: Bearer <token>`) or is answered
+401 before its body is read (`door.BearerToken`); health then tells a caller without it the status and the
+champions, not the error texts (which may name storage paths).
+
 A plan is scored by the champion of the request's domain (`domain`, or the domain of `benchmark` by the rule every
 asset uses); a request naming neither is scored by the one champion of every domain, when there is one. `chosen` is
 the plan the Best-of-N rule production runs picks (`rm.best_of_n_order`: plans that parse first, then the score,
@@ -28,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, m
 from orchrm_dagster.rm import all_domains, best_of_n_pick, domain_of
 from orchrm_dagster.serving.batcher import Batcher
 from orchrm_dagster.serving.champions import ChampionWatcher, DomainRequired, NoChampion, describe
+from orchrm_dagster.serving.door import BearerToken, carries
 from orchrm_dagster.serving.settings import ServeSettings
 from orchrm_dagster.storage import StorageRoot
 
@@ -96,7 +101,9 @@ def request_model(settings: ServeSettings) -> type[BaseModel]:
     return ScoreRequest
 
 
-def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> FastAPI:
+def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings(), token: str | None = None) -> FastAPI:
+    """The service; with `token`, every request but health must carry it. `serve` reads the token (`door.serve_token`)
+    and refuses to listen beyond loopback without one: an app served otherwise is as open as its caller makes it."""
     watcher = ChampionWatcher(root, settings.scoring, settings.poll_seconds)
 
     def refused(domain: str | None) -> NoChampion:
@@ -147,6 +154,8 @@ def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> 
 
     app = FastAPI(title="orchrm scoring", lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    if token is not None:  # added last, so outermost: a request without the token is refused before BodyLimit reads it
+        app.add_middleware(BearerToken, token=token)
     ScoreRequest = request_model(settings)
 
     @app.post("/v1/score", response_model=ScoreResponse)
@@ -162,13 +171,15 @@ def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> 
                              unparseable=[Unparseable(index=i, error=e) for i, e in pick.unparseable.items()])
 
     @app.get("/v1/health")
-    async def health():
+    async def health(request: Request):
         loaded = watcher.current
-        if loaded is None:
-            return JSONResponse({"status": "no_champion", "error": await asyncio.to_thread(watcher.refusal, None),
-                                 "reload_error": watcher.last_error}, status_code=503)
-        return {"status": "ok", "champions": loaded.champions, "rm_versions": sorted(set(loaded.champions.values())),
-                "reload_error": watcher.last_error}
+        body = ({"status": "ok", "champions": loaded.champions, "rm_versions": sorted(set(loaded.champions.values()))}
+                if loaded else {"status": "no_champion"})
+        if token is None or carries(request.scope, token):
+            if loaded is None:
+                body["error"] = await asyncio.to_thread(watcher.refusal, None)
+            body["reload_error"] = watcher.last_error
+        return JSONResponse(body, status_code=200 if loaded else 503)
 
     @app.get("/v1/stats")
     async def stats():

@@ -9,7 +9,12 @@ from orchrm_dagster.rm import ScoringSettings
 
 @engine_config
 class ServeSettings:
-    host: str = Field(default="127.0.0.1", description="Address to listen on (0.0.0.0: every one)")
+    host: str = Field(default="127.0.0.1", description="Address to listen on (0.0.0.0: every one); any but loopback "
+                                                       "(127.0.0.0/8, ::1, localhost) needs a token")
+    token_file: str | None = Field(default=None, description="A file holding the bearer token every request but "
+                                   "GET /v1/health must send (`Authorization: Bearer <token>`); the ORCHRM_SERVE_TOKEN "
+                                   "environment variable wins over it. Relative to the settings file's folder; no "
+                                   "flag (a flag shows in `ps`)")
     port: int = Field(default=8000, description="Port to listen on")
     max_batch_plans: int = Field(default=64, description="Plans scored in one forward batch at most (concurrent "
                                                          "requests share a batch; a larger request is scored alone)")

@@ -46,7 +46,7 @@ def running(app):
         thread.join(timeout=30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read only: the service modules share one training
 def champion_root(tmp_path_factory, tiny_backbone) -> StorageRoot:
     root = StorageRoot(str(tmp_path_factory.mktemp("serving") / "storage"))
     train_champion(root, tiny_backbone)

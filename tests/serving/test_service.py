@@ -205,26 +205,35 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow  # ~25 s on a loaded 2-core machine: a fresh interpreter imports Dagster, torch and transformers
-def test_the_serve_command_answers_over_http(champion_root, tmp_path):
+def test_the_serve_command_answers_over_http_behind_its_token(champion_root, tmp_path):
     port = _free_port()
+    token = "subprocess-s3cret-token"
     orchrm = Path(sys.executable).with_name("orchrm")
     log = open(tmp_path / "serve.log", "wb")
-    server = subprocess.Popen([str(orchrm), "--storage", champion_root.url, "serve", "--port", str(port),
-                               "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT)
+    # every address, which the command allows only with a token (from its environment)
+    server = subprocess.Popen([str(orchrm), "--storage", champion_root.url, "serve", "--host", "0.0.0.0", "--port",
+                               str(port), "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT,
+                              env={**os.environ, "ORCHRM_SERVE_TOKEN": token})
+    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             assert server.poll() is None, (tmp_path / "serve.log").read_text()
             assert time.monotonic() < deadline, "orchrm serve did not answer"
             try:
-                health = httpx.get(f"http://127.0.0.1:{port}/v1/health")
+                health = httpx.get(f"{url}/v1/health")  # no token needed
                 break
             except httpx.TransportError:
                 time.sleep(0.2)
         assert health.json()["rm_versions"] == [1]
-        body = httpx.post(f"http://127.0.0.1:{port}/v1/score", json={"question": QUESTION, "plans": PLANS}).json()
+        ask = {"question": QUESTION, "plans": PLANS}
+        assert httpx.post(f"{url}/v1/score", json=ask).status_code == 401
+        assert httpx.post(f"{url}/v1/score", json=ask, headers={"Authorization": "Bearer guess"}).status_code == 401
+        body = httpx.post(f"{url}/v1/score", json=ask, headers={"Authorization": f"Bearer {token}"}).json()
         assert body["rm_version"] == 1 and len(body["scores"]) == 3
     finally:
         server.terminate()
         server.wait(timeout=30)
         log.close()
+    output = (tmp_path / "serve.log").read_text()
+    assert '"POST /v1/score HTTP/1.1" 401' in output and token not in output
