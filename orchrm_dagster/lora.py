@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from orchrm_dagster.faults import fault_point
+
 ADAPTER_CONFIG = "adapter_config.json"
 ALL_LINEAR = "all-linear"
 
@@ -49,10 +51,11 @@ def is_adapted(model) -> bool:
     return isinstance(model, PeftModel)
 
 
-def save_trained(model, tokenizer, folder: str, merge: bool = True):
+def save_trained(model, tokenizer, folder: str, merge: bool = True, fault: str | None = None):
     """Save a trained model and its tokenizer to `folder`: a peft model with its adapters merged into the weights
     (merge=True: a plain transformers folder) or as its adapters alone (merge=False); any other model as it is.
-    Returns the model saved (merging unloads the adapters from `model`)."""
+    Returns the model saved (merging unloads the adapters from `model`); `fault`: the fault point (`faults`) between
+    the weights and the tokenizer."""
     os.makedirs(folder, exist_ok=True)
     if is_adapted(model) and merge:
         model = model.merge_and_unload()
@@ -61,6 +64,8 @@ def save_trained(model, tokenizer, folder: str, merge: bool = True):
         model.save_pretrained(folder, save_embedding_layers=False)
     else:
         model.save_pretrained(folder)
+    if fault is not None:
+        fault_point(fault)
     tokenizer.save_pretrained(folder)
     return model
 

@@ -9,7 +9,7 @@ from assets.resources import LLMBackendResource, LoopResource, PolicyConfig, Pol
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.grpo import GRPOSettings
 from orchrm_dagster.llm import TransformersSpec
-from orchrm_dagster.loop import LoopSettings
+from orchrm_dagster.loop import BatchingSettings, LoopSettings
 from orchrm_dagster.orchestration import ExecutionSettings
 from orchrm_dagster.rm import RMTrainConfig, ScoringSettings
 
@@ -29,6 +29,19 @@ if os.environ.get("ORCHRM_TEST_ENVIRONMENT"):  # the loop with its held-out plan
     LOOP = LOOP.in_environment(os.environ["ORCHRM_TEST_ENVIRONMENT"])
     LOOP = dataclasses.replace(LOOP, rounds=1, round=dataclasses.replace(
         LOOP.round, heldout_execute=True, heldout_problems=4, heldout_samples=2, policy_gate="accuracy"))
+if os.environ.get("ORCHRM_TEST_ACCURACY_MARGIN"):  # tests/round_kills.py: 1.0 promotes every round (each rolls out)
+    LOOP = dataclasses.replace(LOOP, round=dataclasses.replace(
+        LOOP.round, accuracy_margin=float(os.environ["ORCHRM_TEST_ACCURACY_MARGIN"])))
+if os.environ.get("ORCHRM_TEST_CHECKPOINT_MINUTES"):  # tests/round_kills.py: a trainer checkpoint after each step
+    LOOP = dataclasses.replace(LOOP, round=dataclasses.replace(
+        LOOP.round, checkpoint_minutes=float(os.environ["ORCHRM_TEST_CHECKPOINT_MINUTES"])))
+if os.environ.get("ORCHRM_TEST_RETRAIN_MIN_NEW_PAIRS"):  # tests/round_kills.py: no retraining between rounds
+    LOOP = dataclasses.replace(LOOP, retrain_min_new_pairs=int(os.environ["ORCHRM_TEST_RETRAIN_MIN_NEW_PAIRS"]))
+if os.environ.get("ORCHRM_TEST_ROUNDS"):  # bench/soak.py: rounds that keep coming
+    LOOP = dataclasses.replace(LOOP, rounds=int(os.environ["ORCHRM_TEST_ROUNDS"]))
+if os.environ.get("ORCHRM_TEST_BATCH_INTERVAL_S"):  # bench/soak.py: a batch of small files every interval
+    LOOP = dataclasses.replace(LOOP, batching=BatchingSettings(
+        interval_s=float(os.environ["ORCHRM_TEST_BATCH_INTERVAL_S"])))
 
 defs = build_definitions(
     llm=LLMBackendResource(backend=TransformersSpec(model=POLICY, device="cpu")),

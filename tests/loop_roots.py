@@ -71,10 +71,20 @@ def round_row(number: int, **changes) -> dict:
 
 
 def write_rounds(root, rows: list[dict]) -> None:
+    """The rounds' rows, and their checkpoints' rows in policy_checkpoints (a committed round's checkpoint is
+    registered: `grpo.commit_round`)."""
+    from orchrm_dagster.grpo.checkpoints import append_row
     from orchrm_dagster.storage import Warehouse
 
     root.write_table(pa.Table.from_pylist(rows, schema=GRPO_ROUNDS), root.table_file("grpo_rounds"))
-    Warehouse(root).refresh_views(("grpo_rounds",))  # as the round's asset does
+    for row in rows:
+        if row["policy_checkpoint"] is not None:
+            append_row(root, "policy_checkpoints", {
+                "round": row["round"], "name": row["policy_checkpoint"], "path": f"checkpoints/policy/r{row['round']:04d}",
+                "base_model": "base", "reward_mode": row["reward_mode"], "rm_version": row["rm_version"],
+                "prompt": "orchestrator", "max_agents": 4, "max_new_tokens": 512, "created_at": "2026-01-01T00:00:00",
+                "promoted": row["promoted"], "in_use": row["promoted"]})
+    Warehouse(root).refresh_views(("grpo_rounds", "policy_checkpoints"))  # as the round's asset does
 
 
 def read_json(text: str) -> dict:

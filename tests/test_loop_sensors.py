@@ -15,6 +15,7 @@ from assets.sensors import grpo_loop_sensor, loop_sensor
 from orchrm_dagster.app import loop as app_loop
 from orchrm_dagster.contract import GRPO_ROUNDS
 from orchrm_dagster.loop import Batch, LoopState, Round
+from tests.loop_roots import write_rounds
 
 ROLLING_OUT = LoopState(ingested_batches=1, inputs="i", pairs_inputs="i", pairs=100, new_pairs=0, champion=1,
                         rounds=(Round(1, "grpo-r0001", True, 10, "gsm8k", "smollm2-base", ("gsm8k-test-0000",)),))
@@ -83,7 +84,7 @@ def test_the_grpo_sensor_says_why_the_loop_stopped(tmp_path):
              "mean_reward": 0.1, "kl": 0.0, "generation_tokens": 1000, "reward_tokens": 500, "rollout_tokens": 0,
              "heldout_reward_before": 0.0, "heldout_reward_after": 0.1, "heldout_accuracy": None, "seconds": 1.0,
              "promoted": False, "reason": "test"} for r in (1, 2)]
-    root.write_table(pa.Table.from_pylist(rows, schema=GRPO_ROUNDS), root.table_file("grpo_rounds"))
+    write_rounds(root, rows)  # and their checkpoints registered, as a round commits them
     with dg.instance_for_test() as instance:
         import json
         from pathlib import Path

@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from orchrm_dagster.contract import GRPO_ROUNDS, POLICY_CHECKPOINTS
 from orchrm_dagster.orchestration import PolicySpec
-from orchrm_dagster.storage import MANIFEST, CheckpointStore, LockTimeout, StorageRoot, folder_name, local_work_dir
+from orchrm_dagster.storage import (MANIFEST, CheckpointStore, LockTimeout, StorageRoot, folder_name, local_work_dir,
+                                    writing)
 
 # what a round spent, by kind (grpo_rounds columns): the rounds' table, the asset's metadata and the manifest show them
 TOKEN_COLUMNS = ("generation_tokens", "reward_tokens", "rollout_tokens", "training_tokens", "heldout_tokens")
@@ -60,7 +61,8 @@ def round_lock(root: StorageRoot) -> Iterator[None]:
 def publish_checkpoint(root: StorageRoot, round_number: int, staged: Path, manifest: dict) -> Path:
     """Moves a finished round's model folder into place (atomically for a local root) with its manifest, and
     uploads it when the root is remote. Nothing is published for a round that failed."""
-    return policy_store(root).publish(round_number, staged, manifest)
+    with writing(f"policy checkpoint {round_name(round_number)}", staged):  # its manifest
+        return policy_store(root).publish(round_number, staged, manifest)
 
 
 def ensure_local(root: StorageRoot, row: dict) -> str:
@@ -98,7 +100,9 @@ def append_row(root: StorageRoot, table: str, row: dict, key: str = "round") -> 
     if table == "policy_checkpoints":
         in_use = max((r["round"] for r in rows if r["promoted"]), default=None)
         rows = [{**r, "in_use": r["round"] == in_use} for r in rows]
-    root.write_table(pa.Table.from_pylist(rows, schema=_SCHEMAS[table]), root.table_file(table))
+    path = root.table_file(table)
+    with writing(f"the {table} row of round {row[key]}", path):
+        root.write_table(pa.Table.from_pylist(rows, schema=_SCHEMAS[table]), path)
 
 
 def checkpoint_row(round_number: int, path: str, base_model: str, reward_mode: str, rm_version: int,

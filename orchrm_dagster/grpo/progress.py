@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from orchrm_dagster.faults import fault_point
 from orchrm_dagster.reporting import duration
 
 
@@ -143,6 +144,9 @@ def step_callback():
             begin("training", "training", state.max_steps, "optimizer steps")
             if state.global_step:
                 advance(to=state.global_step)
+
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            fault_point("round.optimizer_step")
 
         def on_step_end(self, args, state, control, **kwargs):
             advance(to=state.global_step)

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from orchrm_dagster.contract import NO_VERDICT_KINDS, RunErrorKind
 from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.environments import Executor, executor_for
+from orchrm_dagster.faults import fault_point
 from orchrm_dagster.grpo import progress
 from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_model_dir, checkpoint_policies,
-                                             checkpoint_row, policy_name, publish_checkpoint, read_table, round_lock,
-                                             round_name)
+                                             checkpoint_row, policy_manifest, policy_name, policy_store,
+                                             publish_checkpoint, read_table, round_lock, round_name)
 from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Measured, Reward, policy_gate
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
 from orchrm_dagster.grpo.method_process import train_in_processes
@@ -36,7 +37,7 @@ from orchrm_dagster.llm import BackendSpec, build_backend, unload_model
 from orchrm_dagster.mas import is_prompt_file, load_prompt
 from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
 from orchrm_dagster.rm import Calibration, champion_calibration, champion_scorer, domain_of, trained_on
-from orchrm_dagster.storage import StorageRoot, local_work_dir
+from orchrm_dagster.storage import StorageRoot, local_work_dir, writing
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ def run_round(root: StorageRoot, round_number: int, settings: GRPOSettings, regi
               subagents: BackendSpec, on_step: Callable[[str], None] = lambda text: None) -> RoundOutcome:
     # another round holds the lock: fail now rather than queue
     with round_lock(root), profiled() as profile, reporting(on_step, f"round {round_number}"):
+        committed = committed_round(root, round_number)
+        if committed is not None:
+            return finish_committed_round(root, committed, on_step)
         outcome = _run_round(root, round_number, settings, registry, subagents, on_step)
     return dataclasses.replace(outcome, profile=dict(profile.seconds))
 
@@ -126,21 +130,29 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     held_out_plans = Planned("held-out", len(held_out) * settings.heldout_samples)
     progress.plan(([] if before else [held_out_plans])
                   + ([Planned("training", settings.steps)] if settings.method == "grpo" else []) + [held_out_plans])
+    work = local_work_dir(root) / "grpo" / round_name(round_number)
+    start_file = work.with_name(f"{work.name}-{START_MEASURE_FILE}")
+    if before is None:
+        before = attempted_start_measure(start_file, key)
+        if before is not None:
+            on_step(f"round {round_number}: the starting policy's held-out measure is the one an earlier attempt of "
+                    f"this round took (killed after it)")
     if before is None:
         before = measure(policy, model_dir)
+        keep_start_measure(start_file, before)
     else:
         on_step(f"round {round_number}: the starting policy's held-out measure is reused: an earlier round measured "
                 f"it under the same key {before.key}")
-    work = local_work_dir(root) / "grpo" / round_name(round_number)
     new_policy = work / MODEL_SUBDIR  # where the method saves the policy it trains
     method = method_named(settings.method)
     context = MethodContext(root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version,
                             subagents, executor, str(work), on_step)
-    if settings.processes > 1:
-        with phase("training in data-parallel processes"):
-            trained = train_in_processes(context)
-    else:
-        trained = method.train(METHODS.settings_of(settings.method_settings, method), context)
+    with writing(f"policy checkpoint {round_name(round_number)}", work):  # its trainer checkpoints and model
+        if settings.processes > 1:
+            with phase("training in data-parallel processes"):
+                trained = train_in_processes(context)
+        else:
+            trained = method.train(METHODS.settings_of(settings.method_settings, method), context)
     if trained.untrained is not None:  # nothing new to measure or publish: the starting policy stays in use
         verdict = GateVerdict(UNTRAINED, trained.untrained, settings.policy_gate)
         after, checkpoint = before, None
@@ -160,6 +172,8 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                      + (after.tokens if after is not before else 0))
     path = None
     if checkpoint is not None:
+        registered = checkpoint_row(round_number, str(policy_store(root).folder(round_number)), model_dir,
+                                    settings.reward_mode, rm_version, checkpoint, verdict.promoted)
         manifest = {"round": round_number, "benchmark": settings.benchmark, "scratch_policy": settings.scratch_policy,
                     "base_model": model_dir, "method": settings.method, "reward_mode": settings.reward_mode,
                     "rm_version": rm_version, "settings": repr(settings), "environment": executor.environment,
@@ -167,14 +181,78 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                     "verdict": verdict.verdict, "gate": verdict.gate,
                     "train_problems": [p.problem_id for p in train],
                     "trained_problems": list(trained.trained_problems),
-                    "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in TOKEN_COLUMNS}}
+                    "heldout_problems": [p.problem_id for p in held_out], **{k: row[k] for k in TOKEN_COLUMNS},
+                    CHECKPOINT_ROW: registered}
         with phase("checkpoint publish"):
             path = str(publish_checkpoint(root, round_number, new_policy, manifest))
-        append_row(root, "policy_checkpoints", checkpoint_row(round_number, path, model_dir, settings.reward_mode,
-                                                              rm_version, checkpoint, verdict.promoted))
-    append_row(root, "grpo_rounds", row)
+    commit_round(root, row)
+    start_file.unlink(missing_ok=True)
     return RoundOutcome(round_number, row["policy_checkpoint"], path, row, trained.log_history,
                         trained.generation_seconds)
+
+
+CHECKPOINT_ROW = "policy_checkpoints_row"  # in a published checkpoint's manifest: its row, written once committed
+
+
+def commit_round(root: StorageRoot, row: dict) -> None:
+    """The round's verdict recorded (its `grpo_rounds` row: the commit), then its published checkpoint registered in
+    `policy_checkpoints` (promoted there, and in use, by that verdict alone). A kill between the two leaves a
+    committed round whose checkpoint is not yet a policy: the round's next attempt only registers it
+    (`finish_committed_round`); the loop asks for that attempt (`loop.read.rounds`)."""
+    append_row(root, "grpo_rounds", row)
+    if row["policy_checkpoint"] is not None:
+        fault_point("round.promotion")
+        append_row(root, "policy_checkpoints", policy_manifest(root, row["round"])[CHECKPOINT_ROW])
+
+
+def committed_round(root: StorageRoot, round_number: int) -> dict | None:
+    """The round's `grpo_rounds` row, when an earlier attempt recorded its verdict."""
+    return next((row for row in read_table(root, "grpo_rounds") if row["round"] == round_number), None)
+
+
+def finish_committed_round(root: StorageRoot, row: dict, on_step: Callable[[str], None]) -> RoundOutcome:
+    """A round whose verdict an earlier attempt recorded is not run again: its checkpoint is registered if the
+    attempt was killed before it was, and the recorded outcome returned."""
+    registered = {r["name"] for r in read_table(root, "policy_checkpoints")}
+    path = None
+    if row["policy_checkpoint"] is not None:
+        path = str(policy_store(root).folder(row["round"]))
+        if row["policy_checkpoint"] not in registered:
+            on_step(f"round {row['round']}: its verdict was recorded by an earlier attempt; its checkpoint is "
+                    f"registered now")
+            commit_round(root, row)
+    else:
+        on_step(f"round {row['round']}: recorded by an earlier attempt ({row['verdict']}); nothing to run")
+    return RoundOutcome(row["round"], row["policy_checkpoint"], path, row, [])
+
+
+START_MEASURE_FILE = "start_measure.json"  # beside the round's work folder (which a training may start over)
+
+
+def keep_start_measure(path, held: HeldOut) -> None:
+    """The starting policy's held-out measure, kept for the round's next attempt should this one be killed: with
+    real sub-agents it can take longer than the training. Written whole (a rename) or not at all."""
+    data = dataclasses.asdict(held) | {"calibration": held.calibration.to_json() if held.calibration else None}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data))
+    partial.replace(path)
+
+
+def attempted_start_measure(path, key: str) -> HeldOut | None:
+    """The measure an earlier, killed attempt of the round took of its start, if it was taken under the same key
+    (`held_out_key`: the same policy, problems, seeds, champion and environment) and no plan of it failed."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != key or data["measured"]["failed"]:
+        return None
+    measured = data["measured"]
+    accuracy = Accuracy(**measured["accuracy"]) if measured["accuracy"] else None
+    calibration = Calibration.from_json(data["calibration"]) if data["calibration"] else None
+    return HeldOut(Measured(Reward(**measured["reward"]), accuracy, measured["failed"], measured["failure"],
+                            measured["predicted"]), key, data["plans"], calibration, data["tokens"])
 
 
 def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
@@ -229,6 +307,7 @@ class HeldOutMeasure:
         progress.begin(f"held-out plans of {policy.name}", "held-out",
                        len(self.problems) * settings.heldout_samples, "plans sampled")
         samples = []
+        fault_point("round.heldout_sampling")
         for start in range(0, len(self.problems), per_call):
             samples += sample_plans(policy, backend, self.problems[start:start + per_call], settings.heldout_samples,
                                     seed=settings.seed + HELD_OUT_SEED_OFFSET)
@@ -240,6 +319,7 @@ class HeldOutMeasure:
         todo = [i for i, plan in enumerate(plans) if plan["failure"] is None]
         rollouts = Rollouts(self.executor)
         with phase("held-out execution"):
+            fault_point("round.heldout_execution")
             labeled = rollouts.run_samples([samples[i] for i in todo])
         for i, item in zip(todo, labeled):
             if item.result.error_kind in FAILED_KINDS:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from orchrm_dagster.devices import resolve_device
+from orchrm_dagster.faults import fault_point
 from orchrm_dagster.grpo.profile import phase
 from orchrm_dagster.grpo.progress import step_callback
 from orchrm_dagster.grpo.rewards import raw_metric
@@ -168,7 +169,7 @@ def save_policy(trainer, settings, output_dir: str) -> None:
     if trainer.is_world_process_zero():
         with phase("policy save"):
             save_trained(trainer.model, trainer.processing_class, os.path.join(output_dir, MODEL_SUBDIR),
-                         merge=True)
+                         merge=True, fault="round.policy_save")
 
 
 @functools.cache
@@ -181,6 +182,10 @@ def round_trainer_class() -> type:
         def _save_checkpoint(self, model, trial):
             with phase("trainer checkpoints"):
                 return super()._save_checkpoint(model, trial)
+
+        def _save_optimizer_and_scheduler(self, output_dir):
+            fault_point("round.trainer_checkpoint")  # the weights are written; the trainer's state is not
+            return super()._save_optimizer_and_scheduler(output_dir)
 
     return RoundTrainer
 
@@ -203,6 +208,7 @@ class PlanSampler:
     def _sample(self, prompts: list, trainer) -> dict:
         from trl.models.utils import unwrap_model_for_generation
 
+        fault_point("round.generating")
         started = time.perf_counter()
         requests = self.requests(prompts, trainer.state.global_step)
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,

@@ -31,7 +31,8 @@ from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.staging import RecordStager
 from orchrm_dagster.ingest.validate import Rejection, validate_line
 from orchrm_dagster.processes import OWNERS_ENV, owners_of_a_child, watch_owners
-from orchrm_dagster.storage import BatchFile, StorageRoot, no_cycle_collection, record_ingest, root_lock
+from orchrm_dagster.storage import (BatchFile, StorageRoot, full_disk_errno, no_cycle_collection, record_ingest,
+                                    root_lock, writing)
 
 _PROGRESS_EVERY = 10_000
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
@@ -102,12 +103,13 @@ def ingest_files(root: StorageRoot, batch_id: str, files: list[BatchFile], setti
     with tempfile.TemporaryDirectory(prefix=f"orchrm-ingest-{batch_id}-") as staging:
         sources = tuple(files)
         workers = _worker_count(sources, workers or default_workers())
-        if workers == 1:
-            whole = tuple(Chunk(i, 0, None, 1) for i in range(len(sources)))
-            parts = [stage_part(_task(root, batch_id, sources, staging, settings, 0, whole), itertools.count(),
-                                progress)]
-        else:
-            parts = _stage_in_parallel(root, batch_id, sources, staging, settings, workers, progress)
+        with writing(f"run batch {batch_id} (its staged parts)", staging):
+            if workers == 1:
+                whole = tuple(Chunk(i, 0, None, 1) for i in range(len(sources)))
+                parts = [stage_part(_task(root, batch_id, sources, staging, settings, 0, whole), itertools.count(),
+                                    progress)]
+            else:
+                parts = _stage_in_parallel(root, batch_id, sources, staging, settings, workers, progress)
         report.workers = len(parts)
         report.lines_read = sum(p.lines_read for p in parts)
         report.files = _file_reports(sources, parts)
@@ -278,6 +280,8 @@ def _stage_chunk(stager: RecordStager, task: StageTask, chunk: Chunk, lines_read
                 if progress and lines_read % _PROGRESS_EVERY == 0:
                     progress(lines_read)
         except (pa.ArrowException, OSError) as err:  # a corrupt or truncated file: keep what was read
+            if full_disk_errno(err, task.out_prefix) is not None:
+                raise  # the staging folder's disk is full, not the file broken: the batch fails (`ingest_files`)
             if isinstance(err, OSError) and chunk.whole and last_line == 0:
                 raise _CannotRead(f"{type(err).__name__}: {safe_text(str(err))}") from err
             unit = "row" if _is_parquet(source.path) else "line"

@@ -17,7 +17,7 @@ import sql
 from orchrm_dagster.contract import QuarantineKind
 from orchrm_dagster.ingest.report import IngestReport, StagedPart
 from orchrm_dagster.ingest.settings import IngestSettings
-from orchrm_dagster.storage import StorageRoot
+from orchrm_dagster.storage import StorageRoot, StoreUnreachable, writing
 
 
 def deduplicate_and_publish(root: StorageRoot, batch_id: str, parts: list[StagedPart], staging: str,
@@ -60,10 +60,30 @@ def deduplicate_and_publish(root: StorageRoot, batch_id: str, parts: list[Staged
         sum(rows[key]) for key in ("runs", "calls", "quarantine"))
     for key in ("runs", "calls"):  # a process that claimed no chunk (or only bad lines) leaves an empty part
         outputs[key] = [path for path, count in zip(outputs[key], rows[key]) if count] or outputs[key][:1]
-    # runs last: a batch's runs appear only once its calls and quarantine are in place
-    for table, key in (("subagent_calls", "calls"), ("quarantine", "quarantine")):
-        root.replace_batch(table, batch_id, outputs[key])
-    return root.replace_batch("runs", batch_id, outputs["runs"])
+    return _replace_batch_tables(root, batch_id, outputs)
+
+
+_TABLE_OUTPUTS = (("subagent_calls", "calls"), ("quarantine", "quarantine"), ("runs", "runs"))
+
+
+def _replace_batch_tables(root: StorageRoot, batch_id: str, outputs: dict[str, list[str]]) -> str:
+    """Every table's parts staged before any table is switched to them: a write that fails (a full disk) leaves each
+    table of the batch as it was, and removes what it staged. Runs switch last: a batch's runs appear only once its
+    calls and quarantine are in place. Returns the runs' generation."""
+    staged: dict[str, str] = {}
+    try:
+        for table, key in _TABLE_OUTPUTS:
+            with writing(f"run batch {batch_id} ({table})", root.batch_dir(table, batch_id)):
+                staged[table] = root.stage_batch(table, batch_id, outputs[key])
+    except BaseException as error:
+        if not isinstance(error, StoreUnreachable):  # a store that is gone cannot remove them either; unread, they
+            for table, generation in staged.items():  # go at the batch's next switch
+                root.discard_generation(table, batch_id, generation)
+        raise
+    for table, generation in staged.items():
+        with writing(f"run batch {batch_id} ({table}: its current generation)", root.batch_dir(table, batch_id)):
+            root.switch_batch(table, batch_id, generation)
+    return staged["runs"]
 
 
 def _existing_runs_relation(root: StorageRoot, batch_id: str) -> str:

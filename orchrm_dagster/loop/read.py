@@ -92,13 +92,15 @@ def batch_from_view(view: BatchView) -> Batch:
 
 def rounds(root: StorageRoot) -> tuple[Round, ...]:
     rows = read_table(root, "grpo_rounds")
+    registered = {row["name"] for row in read_table(root, "policy_checkpoints")} if rows else set()
     found = []
     for row in rows:
         manifest = _manifest(root, row["round"]) if row["promoted"] else {}  # a promoted round rolls out
         found.append(Round(row["round"], row["policy_checkpoint"], bool(row["promoted"]),
                            round_tokens(row),
                            manifest.get("benchmark", ""), manifest.get("scratch_policy", ""),
-                           tuple(manifest.get("train_problems", ())), row["rm_version"]))
+                           tuple(manifest.get("train_problems", ())), row["rm_version"],
+                           row["policy_checkpoint"] is None or row["policy_checkpoint"] in registered))
     return tuple(found)
 
 

@@ -32,6 +32,8 @@ class Round:
     base_policy: str  # the policy whose plans its checkpoint's are preferred over
     train_problems: tuple[str, ...]
     rm_version: int | None = None  # the champion that rewarded it
+    registered: bool = True  # False: its verdict is recorded, its published checkpoint not yet a policy (its attempt
+    # was killed in between: `grpo.commit_round`); the round is asked again, and its next attempt registers it
 
 
 @dataclass(frozen=True)

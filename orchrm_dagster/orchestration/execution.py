@@ -13,6 +13,7 @@ import orjson
 
 from orchrm_dagster.contract import CONTRACT_VERSION, DEFAULT_ENVIRONMENT, RunErrorKind
 from orchrm_dagster.environments import Executor, PlanJob, executor_for
+from orchrm_dagster.faults import fault_point
 from orchrm_dagster.llm import LLMBackend
 from orchrm_dagster.mas import ExecutionResult
 from orchrm_dagster.orchestration.sampling import PlanSample
@@ -122,6 +123,7 @@ def execute_samples(samples: Iterable[PlanSample], subagents: Callable[[], LLMBa
             report.malformed_plans += not sample.plan_parses
             if on_run:
                 on_run(record)
+            fault_point("rollout.executing")
 
         for sample in unexecutable:
             write(sample, None)

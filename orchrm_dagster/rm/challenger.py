@@ -17,7 +17,8 @@ import polars as pl
 
 from orchrm_dagster.contract import RM_TRAINING_PAIRS_FILE
 from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, training_pair_texts
-from orchrm_dagster.rm.champions import DomainVerdict, Gate, crowned, gate, read_champions, write_champions
+from orchrm_dagster.rm.champions import (CHAMPION_FILE, DomainVerdict, Gate, crowned, gate, read_champions,
+                                         write_champions)
 from orchrm_dagster.rm.checkpoints import (PAIR_IDS_FILE, PAIR_PROBLEMS_FILE, build_manifest, model_dir,
                                           read_manifest, read_training_pairs, rm_store, save_training_pairs,
                                           saved_config, split_pairs, synced_checkpoints_dir, upload_version,
@@ -26,7 +27,7 @@ from orchrm_dagster.rm.config import RMTrainConfig
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.domains import all_domains, with_domains
 from orchrm_dagster.rm.versions import checkpoint_table, pair_problems, trained_on
-from orchrm_dagster.storage import StorageRoot
+from orchrm_dagster.storage import MANIFEST, StorageRoot, writing
 
 TRAINING_WAIT_S = 6 * 3600  # a training waits this long for another on the same root
 
@@ -155,9 +156,10 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
 
     base, store = synced_checkpoints_dir(root), rm_store(root)
     version = _unfinished_version(root) or store.next_number()
-    folder = str(store.folder(version))
-    # validated below, once, with the champions on the same pairs
-    result = train_reward_model(train, PairTexts.empty(), config, folder, resume=True)
+    folder, name = str(store.folder(version)), store.name(version)
+    with writing(f"reward-model checkpoint {name}", folder):  # its trainer checkpoints and model
+        # validated below, once, with the champions on the same pairs
+        result = train_reward_model(train, PairTexts.empty(), config, folder, resume=True)
     champions = read_champions(base, all_domains())
     # a champion trained on other pair sources (the other GRPO recipe) is not a rival: the recipe changed on purpose
     rivals = {d: v for d, v in champions.items() if trained_on(root, v) == tuple(config.pair_sources)}
@@ -178,13 +180,14 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     manifest["trainer_checkpoints"] = {"written": result.checkpoints, "seconds": round(result.checkpoint_seconds, 2)}
     manifest["training_tokens"] = result.training_tokens  # what the loop's token budget counts of a retraining
     _drop_trainer_checkpoints(folder)  # they only serve to resume; the manifest marks the version finished
-    Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
-    save_training_pairs(folder, version, train, validation, described)
-    if available_pair_ids is not None:
-        available_pair_ids.write_parquet(Path(folder, PAIR_IDS_FILE))
-    write_manifest(folder, manifest)
+    with writing(f"reward-model checkpoint {name}", folder):
+        Path(folder, PAIR_PROBLEMS_FILE).write_text(json.dumps(sorted(pair_problems or [])))
+        save_training_pairs(folder, version, train, validation, described)
+        if available_pair_ids is not None:
+            available_pair_ids.write_parquet(Path(folder, PAIR_IDS_FILE))
+        write_manifest(folder, manifest)
     if becomes_champion:
-        write_champions(base, crowned(champions, judged.verdicts, version))
+        _crown(base, folder, name, crowned(champions, judged.verdicts, version))
     upload_version(root, version)
     saved = store.uri(store.name(version), RM_TRAINING_PAIRS_FILE)
     return TrainingOutcome(len(train), len(validation), version, folder, metrics, judged.champion_accuracy,
@@ -252,6 +255,18 @@ def _scores(model: str, pairs: PairTexts, device: str):
     scorer = RewardScorer(model, device)
     scores = scorer.score(pairs.question * 2, pairs.chosen_plan + pairs.rejected_plan)
     return scorer, scores[:len(pairs)], scores[len(pairs):]
+
+
+def _crown(base: Path, folder: str, name: str, champions: Mapping[str, int]) -> None:
+    """The champion pointer rewritten. One that cannot be (a full disk) unfinishes the version (its manifest removed):
+    the next training trains it again, under its number, rather than a version after it that the pointer never
+    named."""
+    try:
+        with writing(f"the champion pointer crowning reward-model {name}", Path(base, CHAMPION_FILE)):
+            write_champions(base, champions)
+    except BaseException:
+        Path(folder, MANIFEST).unlink(missing_ok=True)
+        raise
 
 
 def _drop_trainer_checkpoints(folder: str) -> None:

@@ -12,6 +12,8 @@ from orchrm_dagster.storage.root import (LANDING_SUFFIXES, LandedFile, StorageRo
                                          local_work_dir, root_cache_dir, safe_name,
                                          written_whole)
 from orchrm_dagster.storage.settings import StorageSettings, default_storage_url, storage_settings
+from orchrm_dagster.storage.space import DiskFull, full_disk_errno, writing
+from orchrm_dagster.storage.unreachable import StoreUnreachable
 from orchrm_dagster.storage.warehouse import NotAReadStatement, Warehouse, WarehouseBusy, check_read_only
 
 # Polars, pandas and pyarrow.dataset come with these (about 0.5 s): imported on first use, so a command that only
@@ -28,12 +30,12 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "BatchFile", "BatchView", "CheckpointStore", "LANDING_SUFFIXES", "LandedFile", "LandingView", "LockTimeout",
+    "BatchFile", "BatchView", "CheckpointStore", "DiskFull", "LANDING_SUFFIXES", "LandedFile", "LandingView", "LockTimeout",
     "MANIFEST", "MODEL_SUBDIR", "NewBatch", "NotAReadStatement", "ParquetSink", "StorageRoot", "StorageSettings",
     "Warehouse", "WarehouseBusy", "batch_holding", "batch_id_for", "batch_members", "batch_name", "bulk_settings",
     "check_read_only", "default_storage_url", "storage_settings", "duckdb_settings", "files_fingerprint", "finished_manifests",
-    "folder_name", "folder_numbers", "ingested_state", "land", "landing_view", "local_work_dir",
+    "folder_name", "folder_numbers", "full_disk_errno", "ingested_state", "land", "landing_view", "local_work_dir",
     "no_cycle_collection", "publish_batch", "read_index", "read_manifest", "record_ingest", "register_batches",
     "root_cache_dir", "root_lock", "safe_name", "scan_files", "scan_table", "table_files", "write_manifest",
-    "written_whole",
+    "StoreUnreachable", "writing", "written_whole",
 ]

@@ -11,20 +11,25 @@ version, a round), is the caller's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchrm_dagster.faults import fault_point
 from orchrm_dagster.storage.locks import root_lock
 from orchrm_dagster.storage.root import StorageRoot, local_work_dir
+from orchrm_dagster.storage.unreachable import StoreUnreachable, reaching_store
 from orchrm_dagster.trainer_checkpoints import MODEL_SUBDIR  # noqa: F401  (the store's model folder: the trainer's)
 
 MANIFEST = "manifest.json"
+WHOLE = ".whole"  # in a folder of an object store's local mirror: every file of the root's folder is here
 
 
 def folder_name(prefix: str, number: int) -> str:
@@ -70,6 +75,18 @@ def finished_manifests(base: str | Path, prefix: str, key: str = "number") -> li
         if os.path.exists(os.path.join(path, MANIFEST)):
             found.append({**read_manifest(path), key: number, "path": path})
     return found
+
+
+def _download(fs, remote: str, local: Path) -> None:
+    """`remote` fetched to `local` whole: into a name of its own renamed over it, so another process reading the mirror
+    (a second `orchrm` command, the daemon) never reads half a file."""
+    local.parent.mkdir(parents=True, exist_ok=True)
+    partial = local.with_name(f"{local.name}.{uuid.uuid4().hex}.partial")
+    try:
+        fs.get_file(remote, str(partial))
+        os.replace(partial, local)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -135,13 +152,12 @@ class CheckpointStore:
         for entry in fs.ls(remote, detail=True):
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
             if entry["type"] == "file" and name in pointers:
-                fs.get_file(entry["name"], str(base / name))
+                _download(fs, entry["name"], base / name)
             elif entry["type"] == "directory" and folder_number(name, self.prefix) is not None:
                 for file in small:
                     local = base / name / file
                     if not local.exists() and fs.exists(f"{entry['name']}/{file}"):
-                        local.parent.mkdir(parents=True, exist_ok=True)
-                        fs.get_file(f"{entry['name']}/{file}", str(local))
+                        _download(fs, f"{entry['name']}/{file}", local)
         return base
 
     def fetch_file(self, number: int, name: str) -> Path:
@@ -150,39 +166,71 @@ class CheckpointStore:
         local = self.folder(number) / name
         remote = self.remote(self.name(number), name)
         if not self.root.is_local and not local.exists() and self.root.fs.exists(remote):
-            local.parent.mkdir(parents=True, exist_ok=True)
-            self.root.fs.get_file(remote, str(local))
+            _download(self.root.fs, remote, local)
         return local
 
     def fetch(self, number: int, subdir: str | None = None) -> Path:
-        """A folder (or its `subdir`) on this machine, fetched whole from the object store the first time (into a
-        staging folder renamed into place: a fetch cut short leaves nothing that looks complete)."""
+        """A folder (or its `subdir`) on this machine, fetched whole from the object store the first time, into a
+        staging folder of its own (a fetch cut short leaves nothing that looks complete; two processes fetching at
+        once do not meet). A `subdir` is renamed into place; a folder, whose manifest `sync` may have fetched alone,
+        gets its files one by one, each whole, then its `WHOLE` marker: without it, it is fetched."""
         target = self.folder(number) / subdir if subdir else self.folder(number)
-        done = target.exists() if subdir else (target / MANIFEST).exists()
+        done = target.exists() if subdir else (target / WHOLE).exists()
         if self.root.is_local or done:
             return target
-        staging = target.with_name(target.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
+        staging = target.with_name(f"{target.name}.{uuid.uuid4().hex}.partial")
         staging.parent.mkdir(parents=True, exist_ok=True)
         remote = self.remote(self.name(number), *([subdir] if subdir else []))
-        self.root.fs.get(remote, str(staging), recursive=True)
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
+        try:
+            self.root.fs.get(remote, str(staging), recursive=True)
+            if subdir:
+                with contextlib.suppress(OSError):  # another process put it in place first: it is as good
+                    staging.rename(target)
+                return target
+            for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+                (target / path.relative_to(staging)).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target / path.relative_to(staging))
+            (target / WHOLE).touch()
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return target
 
     def upload(self, number: int, pointers: Collection[str] = ()) -> None:
-        """A finished folder, and the `pointers` beside it, put on the object store (nothing to do on a local root)."""
+        """A finished folder, and the `pointers` beside it, put on the object store (nothing to do on a local root):
+        what an earlier upload of it left there removed first, its manifest put last, so no reader takes the folder for
+        finished before every file of it is there. An upload the store cuts short (StoreUnreachable) leaves the
+        mirror as the root is: the folder unfinished (its manifest removed: the next try publishes the same number
+        again) and the pointers gone until `sync` fetches the root's."""
         if self.root.is_local:
             return
-        self.root.fs.put(str(self.folder(number)), self.remote(self.name(number)), recursive=True)
-        for name in pointers:
-            if (self.base / name).exists():
-                self.root.fs.put_file(str(self.base / name), self.remote(name))
+        fs, folder, remote = self.root.fs, self.folder(number), self.remote(self.name(number))
+        files = sorted(path for path in folder.rglob("*")
+                       if path.is_file() and path not in (folder / MANIFEST, folder / WHOLE))
+        try:
+            with reaching_store(self.root, f"publishing {self.uri(self.name(number))}",
+                                f"the {self.kind} checkpoints as they were, without {self.name(number)}"):
+                fs.invalidate_cache(remote)
+                if fs.exists(remote):  # an upload cut short, or a folder published again: its manifest goes first
+                    with contextlib.suppress(FileNotFoundError):
+                        fs.rm_file(f"{remote}/{MANIFEST}")
+                    fs.rm(remote, recursive=True)
+                fs.put([str(path) for path in files], [f"{remote}/{path.relative_to(folder).as_posix()}"
+                                                       for path in files])
+                fs.put_file(str(folder / MANIFEST), f"{remote}/{MANIFEST}")
+                for name in pointers:
+                    if (self.base / name).exists():
+                        fs.put_file(str(self.base / name), self.remote(name))
+        except StoreUnreachable:
+            for path in (folder / MANIFEST, *(self.base / name for name in pointers)):
+                path.unlink(missing_ok=True)
+            raise
+        (folder / WHOLE).touch()  # the root's folder is this one
 
     def publish(self, number: int, staged: Path, manifest: dict) -> Path:
         """A folder trained elsewhere (`staged`, on the same file system as the store) moved into place with its
         manifest (atomically on a local root; a folder there before is replaced) and uploaded."""
         write_manifest(staged, manifest)
+        fault_point(f"publish.{self.kind}")
         target = self.folder(number)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():

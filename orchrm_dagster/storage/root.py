@@ -18,6 +18,8 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchrm_dagster.storage.unreachable import StoreUnreachable, reaching_store
+
 LANDING_SUFFIXES = (".jsonl", ".parquet")
 CURRENT = "_CURRENT"  # in a batch folder: the name of the generation folder that holds the batch's parts now
 SOURCE = "_SOURCE"  # in a batch folder of `runs` ingested before batches held several files: its file's fingerprint
@@ -158,21 +160,46 @@ class StorageRoot:
         before the switch leaves the batch as it was. Generations older than the previous one are removed. Returns
         the new generation (the batch index follows those of `runs` and `labels`: their writers tell it, see
         `storage.batch_index`)."""
-        folder = self.batch_dir(table, batch_id)
+        return self.switch_batch(table, batch_id, self.stage_batch(table, batch_id, local_parts))
+
+    def stage_batch(self, table: str, batch_id: str, local_parts: list[str]) -> str:
+        """`replace_batch`'s first half: `local_parts` (consumed) put into a new generation folder that no reader
+        sees until `switch_batch` names it; returns the generation. A put that fails (a full disk) removes the
+        folder: nothing half written is left to take the space."""
         generation = f"g{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-        self.fs.makedirs(f"{folder}/{generation}", exist_ok=True)
-        for index, part in enumerate(local_parts):
-            self.fs.put_file(part, f"{folder}/{generation}/part-{index:04d}.parquet")
-            if os.path.exists(part):
-                os.remove(part)
-        previous = self._current_generation(folder)
-        self.write_atomically(f"{folder}/{CURRENT}", generation.encode())
-        for stale in self._list_names(folder, dirs=True):
-            if stale.rstrip("/").rsplit("/", 1)[-1] not in (generation, previous):
-                self.fs.rm(stale, recursive=True)
-        for legacy in self._list_names(folder):  # parts of the layout before generations
-            if legacy.endswith(".parquet"):
-                self.fs.rm(legacy)
+        target = f"{self.batch_dir(table, batch_id)}/{generation}"
+        try:
+            with reaching_store(self, f"writing a new generation of {self.to_uri(self.batch_dir(table, batch_id))}",
+                                "the batch as it was"):
+                self.fs.makedirs(target, exist_ok=True)
+                for index, part in enumerate(local_parts):
+                    self.fs.put_file(part, f"{target}/part-{index:04d}.parquet")
+                    if os.path.exists(part):
+                        os.remove(part)
+        except BaseException as error:
+            if not isinstance(error, StoreUnreachable):  # a store that is gone cannot remove it either: the batch's
+                self.discard_generation(table, batch_id, generation)  # next switch removes it (no reader sees it)
+            raise
+        return generation
+
+    def discard_generation(self, table: str, batch_id: str, generation: str) -> None:
+        """A staged generation that will never be switched to, removed."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(f"{self.batch_dir(table, batch_id)}/{generation}", recursive=True)
+
+    def switch_batch(self, table: str, batch_id: str, generation: str) -> str:
+        """`replace_batch`'s second half: the batch's `_CURRENT` switched to a staged `generation`."""
+        folder = self.batch_dir(table, batch_id)
+        with reaching_store(self, f"switching {self.to_uri(folder)} to its new generation",
+                            "the batch as it was, or whole in its new generation"):
+            previous = self._current_generation(folder)
+            self.write_atomically(f"{folder}/{CURRENT}", generation.encode())
+            for stale in self._list_names(folder, dirs=True):
+                if stale.rstrip("/").rsplit("/", 1)[-1] not in (generation, previous):
+                    self.fs.rm(stale, recursive=True)
+            for legacy in self._list_names(folder):  # parts of the layout before generations
+                if legacy.endswith(".parquet"):
+                    self.fs.rm(legacy)
         return generation
 
     def batch_generation(self, table: str, batch_id: str) -> str:
@@ -197,11 +224,15 @@ class StorageRoot:
             self.fs.pipe_file(path, data)
             return
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):  # the write failed (a full disk): no stray file left
+                os.remove(tmp)
 
     # --- landing ------------------------------------------------------------------------
     def landed_files(self) -> tuple[LandedFile, ...]:

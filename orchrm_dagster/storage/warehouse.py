@@ -13,6 +13,7 @@ from filelock import FileLock
 
 import sql
 from orchrm_dagster.contract import COLUMN_DEFAULTS, RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE, WAREHOUSE_TABLES
+from orchrm_dagster.storage.checkpoints import MANIFEST
 from orchrm_dagster.storage.root import StorageRoot, root_cache_dir
 
 _LOCK_WAIT_S = 120.0
@@ -113,10 +114,11 @@ class Warehouse:
             entries = self.root.fs.ls(folder, detail=True)
         except FileNotFoundError:
             return []
-        versions = [e["name"].rstrip("/") for e in entries if e["type"] == "directory"]
-        candidates = sorted(f"{v}/{RM_TRAINING_PAIRS_FILE}" for v in versions
-                            if re.fullmatch(r"v\d+", v.rsplit("/", 1)[-1]))
-        return [self.root.to_uri(path) for path in candidates if self.root.fs.exists(path)]
+        versions = sorted(e["name"].rstrip("/") for e in entries if e["type"] == "directory"
+                          and re.fullmatch(r"v\d+", e["name"].rstrip("/").rsplit("/", 1)[-1]))
+        # a finished version's (its manifest is there): an upload cut short leaves its pairs without one
+        return [self.root.to_uri(f"{v}/{RM_TRAINING_PAIRS_FILE}") for v in versions
+                if self.root.fs.exists(f"{v}/{MANIFEST}") and self.root.fs.exists(f"{v}/{RM_TRAINING_PAIRS_FILE}")]
 
     def _files_view_sql(self, con: duckdb.DuckDBPyConnection, view: str, files: list[str], schema) -> str:
         """A view over `files` with `schema`'s columns (a file without a column reads it as NULL, or as the column's

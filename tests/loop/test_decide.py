@@ -141,11 +141,24 @@ def test_every_state_gets_one_phase_of_work_and_never_a_step_in_flight(batches, 
         assert champion is not None and all(b.ingested for b in batches) and not stale_pairs
 
 
-def test_no_scoring_is_asked_while_a_due_retraining_is_in_flight():
-    runs = StepRuns(in_flight=frozenset({"reward_model:i1"}))
-    state = dataclasses.replace(CURRENT, new_pairs=80, batches_to_score=("b.jsonl",), runs=runs)
+def test_new_batches_are_scored_by_the_champion_before_a_due_retraining():
+    """Under a steady stream a retraining is nearly always due: the champion's scores of new batches come first."""
+    state = dataclasses.replace(CURRENT, new_pairs=80, batches_to_score=("b.jsonl",))
+    assert [s.kind for s in decide(state, SETTINGS).steps] == ["scores"]
+    runs = StepRuns(in_flight=frozenset({"reward_model:i0"}))  # nor does a retraining in flight hold them back
+    assert [s.kind for s in decide(dataclasses.replace(state, runs=runs), SETTINGS).steps] == ["scores"]
+    scored = dataclasses.replace(state, batches_to_score=())
+    assert [s.kind for s in decide(scored, SETTINGS).steps] == ["reward_model"]
+
+
+def test_a_newer_pairs_retraining_or_scoring_waits_for_the_one_in_flight():
+    """A batch ingested while a retraining waits in the queue changes its inputs, so its key: the newer one is not
+    queued beside it (a soak queued 6 retrainings and 9 pairs builds at once, 2026-12-03), but asked once it ended."""
+    runs = StepRuns(in_flight=frozenset({"reward_model:i0"}))
+    state = dataclasses.replace(CURRENT, new_pairs=80, batches_to_score=(), runs=runs)
     decision = decide(state, SETTINGS)
-    assert decision.steps == () and decision.waiting == ("reward_model:i1 (in flight)",)
+    assert decision.steps == () and decision.waiting == ("reward_model:i0 (in flight; reward_model:i1 after it)",)
+    assert [s.key for s in decide(dataclasses.replace(state, runs=StepRuns()), SETTINGS).steps] == ["reward_model:i1"]
 
 
 def test_batch_states_say_what_became_of_each_landed_file():

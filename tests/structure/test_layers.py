@@ -22,20 +22,21 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchrm_dagster"
 
 FOUNDATION = {"contract", "engine_config", "settings_file", "devices", "reporting", "registry", "training_logs", "lora", "processes",
-              "trainer_checkpoints", "trainer_args"}
+              "trainer_checkpoints", "trainer_args", "faults"}
 ALLOWED: dict[str, set[str]] = {
     "contract": set(),
     "engine_config": set(),
     "devices": set(),
     "reporting": set(),
     "registry": set(),
-    "lora": set(),
+    "lora": {"faults"},
     "processes": set(),
+    "faults": set(),  # the points where fault tests kill a process
     "training_logs": {"engine_config"},
-    "trainer_checkpoints": {"engine_config", "lora"},
+    "trainer_checkpoints": {"engine_config", "lora", "faults"},
     "trainer_args": set(),
     "settings_file": set(),
-    "storage": {"contract", "engine_config", "trainer_checkpoints", "settings_file"},  # the store's model folder is
+    "storage": {"contract", "engine_config", "trainer_checkpoints", "settings_file", "faults"},  # the store's model folder is
     # the trainers'; its root may be the settings file's
 
     "plans": set(),
@@ -50,12 +51,13 @@ ALLOWED: dict[str, set[str]] = {
     "environments": {"contract", "engine_config", "llm", "mas", "plans", "labels", "registry", "truths", "synthetic"},
     "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic",
            "training_logs", "lora", "processes", "trainer_checkpoints", "trainer_args"},
-    "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm", "environments"},
+    "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm", "environments",
+                      "faults"},
     "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting", "registry",
                    "environments"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
              "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments", "lora",
-             "processes", "trainer_checkpoints", "trainer_args"},
+             "processes", "trainer_checkpoints", "trainer_args", "faults"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
     "serving": {"storage", "rm", "engine_config"},
     "settings": {"engine_config", "settings_file", "storage", "llm", "orchestration", "mas", "problems", "ingest",
