@@ -31,7 +31,10 @@ def root_cause(error) -> str:
     while error.cause is not None:
         error = error.cause
     message = re.sub(r"\s*\n\s*", " ", error.message.strip())  # one line: a step's line in a log is one line
-    return f"{error.cls_name}: {message}" if error.cls_name and not message.startswith(error.cls_name) else message
+    if error.cls_name:  # Dagster's message of an exception from a module starts `package.module.Class: `
+        message = re.sub(rf"^(?:[\w.]+\.)?{re.escape(error.cls_name)}:\s*", "", message)
+        return f"{error.cls_name}: {message}"
+    return message
 
 
 def failure_cause(events) -> str:

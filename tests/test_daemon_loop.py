@@ -61,7 +61,7 @@ class Daemon:
 
     def dagster(self, *args: str) -> None:
         subprocess.run([str(Path(sys.executable).with_name("dagster")), *args, "-w", str(self.workspace)],
-                       env=self.env, cwd=REPO, check=True, capture_output=True, timeout=120)
+                       env=self.env, cwd=REPO, check=True, capture_output=True, timeout=300)
 
     def stop(self) -> None:
         if self.process.poll() is not None:
@@ -119,7 +119,7 @@ def batch(n: int, seed: int, first_problem: int):
     return generate_runs(n, seed=seed, benchmarks=("gsm8k_test",), plans_decide=True, first_problem=first_problem)
 
 
-def test_the_daemon_alone_ingests_pairs_trains_scores_retrains_and_runs_the_rounds(tmp_path, tiny):
+def test_the_daemon_alone_ingests_pairs_trains_scores_and_retrains(tmp_path, tiny):
     daemon = Daemon(tmp_path, tiny)
     timings: dict[str, float] = {}
     try:
@@ -145,29 +145,7 @@ def test_the_daemon_alone_ingests_pairs_trains_scores_retrains_and_runs_the_roun
             "select count(*) n from runs r join rm_scores s using (run_id) where r.batch_id = 'second.jsonl' "
             "and s.rm_version in (select version from rm_checkpoints where is_champion)")) == 160, timings, started)
 
-        started = time.monotonic()
-        daemon.dagster("sensor", "start", "grpo_loop_sensor")  # the loop switched on, as from the UI
-        daemon.wait("round 1", lambda: value(daemon.query("select count(*) n from grpo_rounds")) == 1, timings,
-                    started)
-        daemon.wait("round 1's rollout ingested", lambda: (value(daemon.query(
-            "select count(*) n from labels l join runs r using (run_id) where r.policy_name = 'grpo-r0001'")) or 0)
-            > 0, timings, started)
-        daemon.wait("round 2", lambda: value(daemon.query("select count(*) n from grpo_rounds")) == 2, timings,
-                    started)
-        daemon.wait("round 2's rollout ingested", lambda: (value(daemon.query(
-            "select count(*) n from runs where policy_name = 'grpo-r0002'")) or 0) > 0, timings, started)
-        daemon.wait("round 2's rollout scored", lambda: value(daemon.query(
-            "select count(*) n from runs left join rm_scores using (run_id) where score is null")) == 0, timings,
-            started)
-        time.sleep(15)  # the loop has run its 2 rounds: nothing more starts
-        rounds = daemon.query("select round, promoted, start_policy, heldout_reward_before, heldout_reward_after "
-                              "from grpo_rounds order by round")
-        assert [r["round"] for r in rounds] == [1, 2] and all(r["promoted"] for r in rounds)
-        assert rounds[1]["start_policy"] == "grpo-r0001"
-        in_use = daemon.query("select name from policy_checkpoints where in_use")
-        assert in_use == [{"name": "grpo-r0002"}]
-        assert value(daemon.query("select count(*) n from runs where policy_name = 'tiny-base'")) > 0
-        assert value(daemon.query("select count(*) n from grpo_rounds")) == 2
+        # the rounds under the daemon, and kill -9 at each of their points: tests/test_round_kills.py
     finally:
         daemon.stop()
     print("timings (s):", timings)

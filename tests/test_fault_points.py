@@ -50,3 +50,18 @@ def test_every_point_is_placed_in_the_code(point):
     sources = "\n".join(path.read_text() for path in PACKAGE.rglob("*.py") if path.name != "faults.py")
     placed = f'"{point}"' in sources or (point.startswith("publish.") and 'f"publish.{self.kind}"' in sources)
     assert placed, f"{point} is listed in faults.POINTS but no code reaches it"
+
+
+def test_a_steps_cause_names_its_error_class_once():
+    from dagster._utils.error import SerializableErrorInfo
+
+    from assets.runs import root_cause
+
+    def info(message, cls_name):
+        return SerializableErrorInfo(message, [], cls_name)
+
+    assert root_cause(info("orchrm_dagster.storage.space.DiskFull: no space left\n", "DiskFull")) == \
+        "DiskFull: no space left"
+    assert root_cause(info("OSError: the disk is full", "OSError")) == "OSError: the disk is full"
+    assert root_cause(info("the disk is full", "OSError")) == "OSError: the disk is full"
+    assert root_cause(info("plain", None)) == "plain"

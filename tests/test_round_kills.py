@@ -35,6 +35,7 @@ def test_kill_9_at_every_point_of_a_round_and_its_rollout_then_at_random(tmp_pat
         check_invariants(daemon)
         rounds = daemon.query("select * from grpo_rounds order by round")
         assert [r["round"] for r in rounds] == [1, 2] and all(r["promoted"] for r in rounds)
+        assert rounds[1]["start_policy"] == "grpo-r0001"  # round 2 continued from round 1's checkpoint
         for row in rounds:  # each gated on its held-out plans' accuracy, measured in the simulated environment
             assert row["environment"] == "simulated" and row["truth"].startswith("plan_success_rate ")
             assert row["gate"] == "accuracy" and row["confidence"] == 0.95 and row["verdict"] == "promoted"
