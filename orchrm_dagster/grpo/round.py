@@ -202,7 +202,12 @@ def commit_round(root: StorageRoot, row: dict) -> None:
     append_row(root, "grpo_rounds", row)
     if row["policy_checkpoint"] is not None:
         fault_point("round.promotion")
-        append_row(root, "policy_checkpoints", policy_manifest(root, row["round"])[CHECKPOINT_ROW])
+        register_checkpoint(root, row["round"])
+
+
+def register_checkpoint(root: StorageRoot, round_number: int) -> None:
+    """The round's published checkpoint in `policy_checkpoints`, from the row its manifest holds."""
+    append_row(root, "policy_checkpoints", policy_manifest(root, round_number)[CHECKPOINT_ROW])
 
 
 def committed_round(root: StorageRoot, round_number: int) -> dict | None:
@@ -220,7 +225,7 @@ def finish_committed_round(root: StorageRoot, row: dict, on_step: Callable[[str]
         if row["policy_checkpoint"] not in registered:
             on_step(f"round {row['round']}: its verdict was recorded by an earlier attempt; its checkpoint is "
                     f"registered now")
-            commit_round(root, row)
+            register_checkpoint(root, row["round"])  # the verdict row is there already: not written again
     else:
         on_step(f"round {row['round']}: recorded by an earlier attempt ({row['verdict']}); nothing to run")
     return RoundOutcome(row["round"], row["policy_checkpoint"], path, row, [])
