@@ -15,6 +15,7 @@ import psutil
 import sqlalchemy.exc
 
 from assets.deployment import profile
+from assets.instance_settings import POOL_LIMIT, orchrm_settings_apply
 from assets.partitions import POOLS
 
 PID_TAG, HOST_TAG = "orchrm/pid", "orchrm/host"
@@ -77,10 +78,19 @@ def quiet(run_config: dg.RunConfig | dict | None) -> dg.RunConfig | dict:
 def ensure_pool_limits(instance: dg.DagsterInstance, pools: tuple[str, ...] = POOLS, attempts: int = 5) -> None:
     """Creates each pool's limit row (the instance's default limit) before any run claims a slot. Dagster creates it
     on a step's first claim, and on PostgreSQL two runs doing that at once fail one of them with
-    InFailedSqlTransaction (dagster-io/dagster#33552, open). Here a lost race is caught and the rows looked up again."""
+    InFailedSqlTransaction (dagster-io/dagster#33552, open). Here a lost race is caught and the rows looked up again.
+    An instance without a default limit whose dagster.yaml is orchrm's (a daemon started before the file was written)
+    gets orchrm's limit as explicit rows, so its pools hold from the first run."""
     storage = instance.event_log_storage
     default = instance.global_op_concurrency_default_limit
-    if not storage.supports_global_concurrency_limits or default is None:
+    if not storage.supports_global_concurrency_limits:
+        return
+    if default is None:
+        if orchrm_settings_apply(instance):
+            limits = {pool.name for pool in storage.get_pool_limits()}
+            for pool in pools:
+                if pool not in limits:
+                    storage.set_concurrency_slots(pool, POOL_LIMIT)
         return
     for _ in range(attempts):
         limits = {pool.name: pool for pool in storage.get_pool_limits()}
@@ -114,34 +124,74 @@ def free_slots_of_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     return freed
 
 
-def fail_runs_whose_worker_died(instance: dg.DagsterInstance) -> list[str]:
-    """Marks failed the started runs of this host whose run worker is gone. The code server that launched a run
-    marks it failed when its worker dies, but when the daemon is killed its code server goes too, and a worker that
-    died with them would leave its run STARTED for ever (and the loop waiting on it). The worker's pid is in the
-    run's "Started process for run" event; a run of another host is not ours to judge."""
+IN_FLIGHT = (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
+
+
+def fail_runs_whose_worker_died(instance: dg.DagsterInstance, start_timeout_s: float | None = None) -> list[str]:
+    """Marks failed, with the cause, every run of this host a crash left in flight: STARTING (launched, its worker
+    gone, or never started within `start_timeout_s`: its launcher, the daemon or its code server, was killed),
+    STARTED (its worker gone) and CANCELING (its worker gone before it ended). The code server that launched a run
+    marks it failed when its worker dies, and Dagster's run monitoring fails a run that never started, but a daemon
+    killed with its code server, or started without run monitoring, does neither: the run would stay in flight for
+    ever, and the loop wait on it. The worker's pid is in the run's "Started process for run" event (a pid reused
+    by a later process counts as gone); a run of another host is not ours to judge. The loop asks the step again
+    under its `max_attempts`, and `free_slots_of_dead_runs` gives back the pool slots."""
     if profile() != "local":
         return []
+    timeout = start_timeout_s if start_timeout_s is not None else instance.run_monitoring_start_timeout_seconds
     failed = []
-    started = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500)
-    for run in started:
-        if run.tags.get(HOST_TAG, socket.gethostname()) != socket.gethostname():
+    for record in instance.get_run_records(dg.RunsFilter(statuses=list(IN_FLIGHT)), limit=500):
+        run = record.dagster_run
+        if run.tags.get(HOST_TAG, socket.gethostname()) != socket.gethostname() or PID_TAG in run.tags:
+            continue  # another host's; or an in-process run of a command, judged by its process (free_slots...)
+        cause = _why_gone(instance, run, record.update_timestamp.timestamp(), timeout)
+        if cause is None:
             continue
-        pid = _worker_pid(instance, run.run_id)
-        if pid is None or pid == os.getpid() or psutil.pid_exists(pid):
-            continue
-        instance.report_run_failed(run, f"its run worker (pid {pid}) is gone: it was killed, or died with the "
-                                        "daemon and its code server")
+        if run.status == dg.DagsterRunStatus.CANCELING:
+            cause = f"its cancelation never finished: {cause}"
+        instance.report_run_failed(run, cause)
         failed.append(run.run_id)
     return failed
 
 
+def _why_gone(instance: dg.DagsterInstance, run, updated: float, timeout_s: float) -> str | None:
+    """Why `run` can no longer end by itself, or None while it still may."""
+    worker = _worker(instance, run.run_id)
+    if worker is not None:
+        pid, since = worker
+        if pid == os.getpid() or _alive_since(pid, since):
+            return None
+        return (f"its run worker (pid {pid}) is gone: it was killed, or died with the daemon and its code server")
+    if run.status != dg.DagsterRunStatus.STARTING:
+        return None  # STARTED or CANCELING without a worker event: not a launched run's, nothing to judge it by
+    waited = time.time() - updated
+    if waited < timeout_s:
+        return None
+    return (f"launched {waited:.0f} s ago, its run worker never started: the daemon or code server that launched it "
+            f"was killed (start timeout {timeout_s:.0f} s)")
+
+
+def _alive_since(pid: int, since: float) -> bool:
+    """Whether process `pid` runs and is the one that existed at `since` (not a later process given its number)."""
+    try:
+        return psutil.Process(pid).create_time() <= since + 1.0
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    worker = _worker(instance, run_id)
+    return worker[0] if worker else None
+
+
+def _worker(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
+    """The run worker's pid and when its "Started process for run" event was written."""
     records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=50).records
     for record in records:
         event = record.event_log_entry.dagster_event
         metadata = getattr(event.event_specific_data, "metadata", None) or {}
         if "pid" in metadata and (record.event_log_entry.message or "").startswith("Started process for run"):
-            return int(metadata["pid"].value)
+            return int(metadata["pid"].value), record.event_log_entry.timestamp
     return None
 
 

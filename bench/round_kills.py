@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.round_kills import (DAEMON, TRAINING, RoundKills, check_invariants, loop_environment,  # noqa: E402
+from tests.round_kills import (DAEMON, FIXED_KILLS, TRAINING, RoundKills, check_invariants, loop_environment,  # noqa: E402
                                no_process_left)
 from tests.test_daemon_loop import Daemon, value  # noqa: E402
 from tests.tiny_models import make_tiny_backbone, make_tiny_policy  # noqa: E402
@@ -37,20 +37,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--kills-per-round", type=int, default=2)
+    parser.add_argument("--no-fixed-points", dest="fixed_points", action="store_false",
+                        help="skip the kills at each named point of round 1 (tests/round_kills.FIXED_KILLS), which CI's "
+                             "test makes only in part (CI_KILLS)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--within-s", type=float, nargs=2, default=(3.0, 40.0),
                         help="a kill lands this many seconds into a round's training process, at random")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="orchrm-round-kills-"))
-    os.environ.update(loop_environment(work / "faults", rounds=args.rounds, attempts=args.kills_per_round + 3))
+    attempts = args.kills_per_round + (len(FIXED_KILLS) if args.fixed_points else 0) + 3
+    os.environ.update(loop_environment(work / "faults", rounds=args.rounds, attempts=attempts))
     tiny = (make_tiny_policy(work / "policy"), make_tiny_backbone(work / "rm"))
     print(f"CPU: {os.cpu_count()} cores, flags: {cpu_flags()}; work folder {work}")
-    daemon = Daemon(work, tiny, attempts=args.kills_per_round + 3)
+    daemon = Daemon(work, tiny, attempts=attempts)
     kills = RoundKills(daemon, work / "faults")
     started = time.monotonic()
     try:
         kills.start_rounds(work)
+        for point, target in FIXED_KILLS if args.fixed_points else ():  # in the order round 1 reaches them
+            kill = kills.kill_at(point, target)
+            print(f"round 1: kill -9 of {kill.target} at {point}: {kill.processes} processes ended", flush=True)
         for number in range(1, args.rounds + 1):
             for _ in range(args.kills_per_round):
                 kill = kills.kill_randomly(rng, rng.choice((DAEMON, TRAINING)), tuple(args.within_s))

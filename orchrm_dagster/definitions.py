@@ -1,5 +1,8 @@
 """The code location: only assembles what assets/ (the whole Dagster layer) defines."""
 
+import multiprocessing
+import sys
+
 import dagster as dg
 
 from assets.checks import (
@@ -34,7 +37,14 @@ from assets.resources import (
 from assets.resources import policy_registry as policy_registry_of
 from assets.sensors import LOOP_SENSOR_INTERVAL_S, loop_sensors, nightly_evaluation, orchestration_partitions_sensor
 from assets.training_process import TrainingProcessResource
+from orchrm_dagster.faults import fault_point
 from orchrm_dagster.settings import OrchrmSettings, load_settings
+
+
+def _in_a_run_worker() -> bool:
+    """A process Dagster started to execute one run (the code server's subprocess, or `dagster api execute_run`):
+    it loads the code location after its run was launched (STARTING) and before it starts (STARTED)."""
+    return multiprocessing.parent_process() is not None or sys.argv[1:3] == ["api", "execute_run"]
 
 
 def build_definitions(storage: StorageResource | None = None, llm: LLMBackendResource | None = None,
@@ -45,6 +55,8 @@ def build_definitions(storage: StorageResource | None = None, llm: LLMBackendRes
     """The code location, its resources from `settings` (default: the settings file's, `load_settings`: a file that
     breaks its schema stops the location from loading, with the file, the line and the key); a resource given here
     replaces its section."""
+    if _in_a_run_worker():
+        fault_point("run.worker_starting")
     settings = settings or load_settings()
     loop = loop or from_engine(LoopResource, settings.loop)
     return dg.Definitions(

@@ -18,6 +18,7 @@ WAIT_S = 600.0  # a point waits this long for its kill, then goes on (the test t
 
 # Every point, where it is and what a kill there interrupts
 POINTS = {
+    "run.worker_starting": "a run's worker loads the code location: the run is launched (STARTING), not yet STARTED",
     "round.heldout_sampling": "a round samples a policy's held-out plans",
     "round.heldout_execution": "a round executes its held-out plans in its environment",
     "round.generating": "a GRPO step samples its group's plans",

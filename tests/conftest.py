@@ -91,3 +91,14 @@ def gone(process: psutil.Process) -> bool:
         return process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+# What orchrm writes into dagster.yaml (assets/instance_settings.py): a test instance without it is a user's instance
+# without run monitoring or pool limits, on which the loop's sensors request nothing and say why
+ORCHRM_INSTANCE_SETTINGS = {"run_monitoring": {"enabled": True}, "concurrency": {"pools": {"default_limit": 1}}}
+
+
+def orchrm_instance_for_test():
+    import dagster as dg
+
+    return dg.instance_for_test(overrides=ORCHRM_INSTANCE_SETTINGS)

@@ -37,6 +37,10 @@ FIXED_KILLS: tuple[tuple[str, str], ...] = (
     ("round.promotion", DAEMON),
     ("rollout.executing", DAEMON),
 )
+# The kills CI's test makes: all but the two of the training process before a round has written anything (held-out
+# sampling, generating), whose recovery (the step failed with how it died, the round asked again from its start) the
+# kill at publish.policy goes through too; bench/round_kills.py and tests/test_training_process.py kill there
+CI_KILLS = tuple(kill for kill in FIXED_KILLS if kill[0] not in ("round.heldout_sampling", "round.generating"))
 
 
 def loop_environment(faults: Path, rounds: int, attempts: int) -> dict[str, str]:
@@ -201,5 +205,5 @@ def no_process_left(daemon: Daemon) -> list[str]:
     return left
 
 
-__all__ = ["DAEMON", "FIXED_KILLS", "TIMEOUT_S", "TRAINING", "RoundKills", "check_invariants", "loop_environment",
+__all__ = ["CI_KILLS", "DAEMON", "FIXED_KILLS", "TIMEOUT_S", "TRAINING", "RoundKills", "check_invariants", "loop_environment",
            "no_process_left", "wait_for_rounds"]

@@ -187,3 +187,23 @@ def test_library_warnings_stay_out_of_the_step_lines_unless_verbose(isolated_env
     verbose = invoke("--verbose", "materialize", "problems")
     assert verbose.exit_code == 0 and "hidden" not in verbose.output and "PYTHONWARNINGS" not in os.environ
     assert shown() == ["PipesMessageReader.expected_writer_count is currently in preview"]  # as Python shows it
+
+
+def test_the_command_ends_its_process_with_its_exit_code_and_all_its_output(tmp_path):
+    """`orchrm` ends without the interpreter's teardown (app.cli.run): its code, its output and its exit handlers
+    are what they would be."""
+    import subprocess
+    import sys
+
+    def orchrm(*args: str, code: str = "") -> subprocess.CompletedProcess:
+        program = ("import atexit, sys; atexit.register(lambda: print('exit handler ran', flush=True)); " + code +
+                   "from orchrm_dagster.app.cli import run; sys.argv = ['orchrm', *sys.argv[1:]]; run()")
+        return subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=120)
+
+    helped = orchrm("--help")
+    assert helped.returncode == 0 and "Commands:" in helped.stdout and "exit handler ran" in helped.stdout
+    unknown = orchrm("nosuch")
+    assert unknown.returncode == 2 and "No such command 'nosuch'" in unknown.stderr
+    refused = orchrm("--storage", str(tmp_path / "nothing"), "status")
+    assert refused.returncode == 1 and "nothing landed or ingested yet" in refused.stderr
+    assert "exit handler ran" in refused.stdout

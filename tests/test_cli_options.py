@@ -13,7 +13,7 @@ from orchrm_dagster.app.cli.options import ConfigOption, apply_options, field_de
 from orchrm_dagster.evaluation import EvaluationSettings
 
 # flags that set no config field: what a command does, not how the engine is configured
-COMMAND_ONLY = {("ingest", "files"), ("reingest", "batches"), ("materialize", "selection"),
+COMMAND_ONLY = {("ingest", "files"), ("import-traces", "files"), ("import-traces", "fmt"), ("reingest", "batches"), ("materialize", "selection"),
                 ("materialize", "partition_key"), ("materialize", "config_file"), ("query", "statement"),
                 ("query", "fmt"), ("status", "fmt"), ("export-pairs", "path"), ("export-pairs", "fmt"), ("export-pairs", "sources"),
                 ("export-pairs", "splits"), ("orchestrate", "benchmark"), ("orchestrate", "policy_names"),
@@ -82,7 +82,10 @@ def test_flags_apply_together_along_their_paths():
 def test_a_registry_flag_takes_a_dotted_path_to_an_entry_outside_the_package(tmp_path, monkeypatch):
     from orchrm_dagster.app.cli.loop import command
     from orchrm_dagster.grpo import reward_kinds
+    from orchrm_dagster.grpo.rewards import REWARDS
 
+    monkeypatch.setattr(REWARDS, "_entries", dict(REWARDS.all()))  # the outside entry forgotten after the test
+    monkeypatch.setattr(REWARDS, "_paths", dict(REWARDS._paths))
     (tmp_path / "outside_rewards.py").write_text(textwrap.dedent('''
         from orchrm_dagster.grpo.rewards import RewardKind, register_reward
         from orchrm_dagster.grpo.rewards.orchrm import REWARD as ORCHRM

@@ -13,9 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import dagster as dg
 import orjson
 import pytest
 
+from assets.instance_settings import DAGSTER_YAML
+from assets.jobs import RETRAIN_JOB
+from assets.runs import IN_FLIGHT
+from orchrm_dagster.faults import FAULT_DIR_ENV, arm, reached_by
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
 from tests.tiny_models import make_tiny_backbone, make_tiny_policy
 
@@ -30,7 +35,7 @@ def tiny(tmp_path_factory):
 
 
 class Daemon:
-    def __init__(self, tmp_path: Path, tiny, attempts: int = 2):
+    def __init__(self, tmp_path: Path, tiny, attempts: int = 2, bare: bool = False):
         self.storage = tmp_path / "storage"
         self.home = tmp_path / "dagster_home"
         self.workspace = tmp_path / "workspace.yaml"
@@ -41,11 +46,12 @@ class Daemon:
                     "ORCHRM_TEST_ATTEMPTS": str(attempts), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                     "PYTHONPATH": str(REPO)}
         os.environ["ORCHRM_STORAGE"], os.environ["DAGSTER_HOME"] = str(self.storage), str(self.home)
-        from orchrm_dagster.app.instance import cli_instance
+        if bare:  # as a Dagster user starts a daemon: on an empty DAGSTER_HOME, no orchrm command run before
+            self.home.mkdir(parents=True)
+        else:  # the instance as any orchrm command creates it (its config, then its storages under a lock)
+            from orchrm_dagster.app.instance import cli_instance
 
-        # the instance as any orchrm command creates it (its config, then its storages under a lock): the daemon and
-        # its code server, started on a bare DAGSTER_HOME, would race to create the SQLite schemas
-        cli_instance()
+            cli_instance()
         self.log = open(tmp_path / "daemon.log", "w")
         self.start()
 
@@ -119,24 +125,39 @@ def batch(n: int, seed: int, first_problem: int):
     return generate_runs(n, seed=seed, benchmarks=("gsm8k_test",), plans_decide=True, first_problem=first_problem)
 
 
-def test_the_daemon_alone_ingests_pairs_trains_scores_and_retrains(tmp_path, tiny):
-    daemon = Daemon(tmp_path, tiny)
+def test_the_daemon_alone_ingests_pairs_trains_scores_and_retrains(tmp_path, tiny, monkeypatch):
+    """On a bare DAGSTER_HOME, and through the daemon's whole group killed with a run STARTING (launched, its worker
+    loading the code location), with one STARTED, and between two steps, each time started again as a user would."""
+    monkeypatch.setenv(FAULT_DIR_ENV, str(tmp_path / "faults"))
+    daemon = Daemon(tmp_path, tiny, attempts=3, bare=True)
     timings: dict[str, float] = {}
     try:
         started = time.monotonic()
+        arm(tmp_path / "faults", "run.worker_starting")
         daemon.land(tmp_path, "first.jsonl", batch(160, seed=1, first_problem=80))
+        daemon.wait("a run STARTING", lambda: reached_by(tmp_path / "faults", "run.worker_starting") is not None,
+                    timings, started)
+        [starting] = runs_in(dg.DagsterRunStatus.STARTING)
+        assert (daemon.home / "dagster.yaml").read_text() == DAGSTER_YAML  # written by the loop's sensor
+        kill_and_restart(daemon, starting, "killed STARTING", timings)
         daemon.wait("ingested and labeled", lambda: value(daemon.query(
             "select count(*) n from labels where batch_id = 'first.jsonl'")) == 160, timings, started)
         daemon.wait("pairs", lambda: (value(daemon.query("select count(*) n from pairs")) or 0) > 0, timings, started)
+        step = kill_and_restart(daemon, wait_for_run(daemon, RETRAIN_JOB, dg.DagsterRunStatus.STARTED),
+                                "killed STARTED", timings)
         daemon.wait("a reward model", lambda: value(daemon.query(
             "select count(*) n from rm_checkpoints where is_champion")) == 1, timings, started)
         daemon.wait("every run scored", lambda: value(daemon.query(
             "select count(*) n from runs left join rm_scores using (run_id) where score is null")) == 0, timings,
             started)
         pairs_before = value(daemon.query("select count(*) n from pairs"))
+        assert step.startswith("reward_model")
 
         started = time.monotonic()
         daemon.land(tmp_path, "second.jsonl", batch(160, seed=2, first_problem=100))
+        daemon.wait("the second batch ingested", lambda: value(daemon.query(
+            "select count(*) n from labels where batch_id = 'second.jsonl'")) == 160, timings, started)
+        kill_and_restart(daemon, None, "killed between two steps", timings)
         daemon.wait("more pairs", lambda: (value(daemon.query("select count(*) n from pairs")) or 0) > pairs_before,
                     timings, started)
         daemon.wait("the reward model retrained by itself", lambda: value(daemon.query(
@@ -144,11 +165,57 @@ def test_the_daemon_alone_ingests_pairs_trains_scores_and_retrains(tmp_path, tin
         daemon.wait("the champion scored the new runs", lambda: value(daemon.query(
             "select count(*) n from runs r join rm_scores s using (run_id) where r.batch_id = 'second.jsonl' "
             "and s.rm_version in (select version from rm_checkpoints where is_champion)")) == 160, timings, started)
-
+        assert value(daemon.query("select count(*) - count(distinct run_id) n from runs")) == 0
+        daemon.wait("no run in flight", lambda: not runs_in(*IN_FLIGHT), timings, started)
         # the rounds under the daemon, and kill -9 at each of their points: tests/test_round_kills.py
     finally:
         daemon.stop()
     print("timings (s):", timings)
+
+
+def runs_in(*statuses) -> list:
+    with dg.DagsterInstance.get() as instance:
+        return list(instance.get_runs(dg.RunsFilter(statuses=list(statuses))))
+
+
+def wait_for_run(daemon: Daemon, job_name: str, status):
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = [run for run in runs_in(status) if run.job_name == job_name]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no {job_name} run became {status.value}; daemon log: {daemon.log.name}")
+
+
+def kill_and_restart(daemon: Daemon, run, what: str, timings: dict) -> str | None:
+    """kill -9 of the daemon's whole group (with `run` in flight, or none), then `dagster-daemon run` again; waits
+    for the killed run to be failed with its cause and its step asked again (a new run of it), and records the
+    seconds from the restart. Returns the run's step."""
+    os.killpg(daemon.process.pid, signal.SIGKILL)
+    daemon.process.wait(30)
+    daemon.restart()
+    restarted = time.monotonic()
+    if run is None:
+        daemon.wait(f"{what}: the loop going on", lambda: runs_created_after(restarted), timings, restarted)
+        return None
+    step = run.tags.get("orchrm/step")
+
+    def asked_again() -> bool:
+        with dg.DagsterInstance.get() as instance:
+            if instance.get_run_by_id(run.run_id).status != dg.DagsterRunStatus.FAILURE:
+                return False
+            return any(other.run_id != run.run_id for other in instance.get_runs(
+                dg.RunsFilter(tags={"orchrm/step": step})))
+
+    daemon.wait(f"{what}: its step {step} asked again", asked_again, timings, restarted)
+    return step
+
+
+def runs_created_after(moment: float) -> bool:
+    wall = time.time() - (time.monotonic() - moment)
+    with dg.DagsterInstance.get() as instance:
+        return any(r.create_timestamp.timestamp() > wall for r in instance.get_run_records(limit=5))
 
 
 def test_a_batch_whose_ingest_worker_was_killed_holds_nothing(tmp_path, tiny):

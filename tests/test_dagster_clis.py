@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 from dotenv import dotenv_values
 
-from orchrm_dagster.app import instance
+from orchrm_dagster.app import dagster_home
 from orchrm_dagster.app.instance import cli_instance, write_dotenv
 
 
@@ -33,7 +33,7 @@ def test_a_dotenv_that_sets_its_own_dagster_home_is_left_alone(tmp_path):
 
 
 def test_orchrm_writes_the_dotenv_only_for_the_default_root_in_the_project_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(instance, "PROJECT_DIR", tmp_path)
+    monkeypatch.setattr(dagster_home, "PROJECT_DIR", tmp_path)
     monkeypatch.chdir(tmp_path)
     cli_instance()  # ORCHRM_STORAGE and DAGSTER_HOME are set by the test fixture: not the defaults
     assert not (tmp_path / ".env").exists()

@@ -45,7 +45,7 @@ def test_a_file_that_cannot_be_read_fails_alone_shows_why_and_is_taken_again(iso
     assert "ingested, 1 of 3 files failed" in status.output and "FileNotFoundError" in status.output
     assert "c.jsonl:5: malformed JSON" in status.output  # each file with quarantined lines, its first bad line
     result = sensor(storage, instance)
-    [check] = result.asset_events
+    [check] = batch_checks(instance)
     assert (check.check_name, check.partition, check.passed) == ("batch_ingested", batch, False)
     assert "b.jsonl" in check.metadata["failed_files"].value and "FileNotFoundError" in check.metadata["cause"].value
 
@@ -54,7 +54,17 @@ def test_a_file_that_cannot_be_read_fails_alone_shows_why_and_is_taken_again(iso
     assert again.exit_code == 0, again.output
     assert invoke("query", "--format", "csv", "select count(*) n from runs").output == "n\n12\n"
     assert "failed" not in invoke("status").output.split("Files with quarantined lines")[0]
-    [check] = sensor(storage, instance, result.cursor).asset_events
-    assert (check.partition, check.passed) == (batch, True)
+    sensor(storage, instance, result.cursor)
+    passed, failed = batch_checks(instance)  # each the verdict on its own ingest run, newest first
+    assert (passed.partition, passed.passed, failed.passed) == (batch, True, False)
+    sensor(storage, instance, result.cursor)  # told again (the cursor lost): the run's verdict is updated in place
+    assert len(batch_checks(instance)) == 2
     runs = instance.get_runs(dg.RunsFilter(job_name="ingest_run_batch"))
     assert len(runs) == 2 and {r.tags["orchrm/files"] for r in runs} == {"3"}
+
+
+def batch_checks(instance) -> list:
+    """The `batch_ingested` evaluations the instance holds, newest first."""
+    key = dg.AssetCheckKey(dg.AssetKey("runs"), "batch_ingested")
+    history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+    return [record.event.dagster_event.event_specific_data for record in history if record.event is not None]

@@ -15,6 +15,7 @@ from assets.sensors import grpo_loop_sensor, loop_sensor
 from orchrm_dagster.app import loop as app_loop
 from orchrm_dagster.contract import GRPO_ROUNDS
 from orchrm_dagster.loop import Batch, LoopState, Round
+from tests.conftest import orchrm_instance_for_test
 from tests.loop_roots import write_rounds
 
 ROLLING_OUT = LoopState(ingested_batches=1, inputs="i", pairs_inputs="i", pairs=100, new_pairs=0, champion=1,
@@ -29,7 +30,7 @@ def storage(tmp_path) -> StorageResource:
 
 
 def sensor_requests(sensor, resources) -> list[tuple]:
-    with dg.instance_for_test() as instance:
+    with orchrm_instance_for_test() as instance:
         result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
     return [_request(r) for r in result.run_requests]
 
@@ -85,7 +86,7 @@ def test_the_grpo_sensor_says_why_the_loop_stopped(tmp_path):
              "heldout_reward_before": 0.0, "heldout_reward_after": 0.1, "heldout_accuracy": None, "seconds": 1.0,
              "promoted": False, "reason": "test"} for r in (1, 2)]
     write_rounds(root, rows)  # and their checkpoints registered, as a round commits them
-    with dg.instance_for_test() as instance:
+    with orchrm_instance_for_test() as instance:
         import json
         from pathlib import Path
 
@@ -118,7 +119,7 @@ def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
 
 def test_a_rollout_of_two_policies_asks_for_each_new_partition_once(tmp_path, monkeypatch):
     monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(ROLLING_OUT, runs=runs))
-    with dg.instance_for_test() as instance:
+    with orchrm_instance_for_test() as instance:
         result = grpo_loop_sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": storage(tmp_path), "loop": LoopResource(rounds=3)}))
     requested = {r.partitions_def_name: list(r.partition_keys) for r in result.dynamic_partitions_requests}
@@ -134,7 +135,7 @@ BLOCKED = dataclasses.replace(ROLLING_OUT, champion=None, rounds=(), no_champion
 @pytest.mark.parametrize("sensor", [loop_sensor, grpo_loop_sensor], ids=["learning", "rounds"])
 def test_a_tick_that_asks_for_nothing_gives_the_loop_s_decision_as_its_reason(tmp_path, monkeypatch, sensor):
     monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(BLOCKED, runs=runs))
-    with dg.instance_for_test() as instance:
+    with orchrm_instance_for_test() as instance:
         result = sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": storage(tmp_path), "loop": LoopResource()}))
     assert not result.run_requests

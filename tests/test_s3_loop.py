@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import orchrm_instance_for_test
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.filterwarnings("ignore")]
 
 BUCKET = "team-bucket"
@@ -379,7 +381,7 @@ def test_the_server_stopped_mid_batch_write_leaves_the_batch_whole_and_the_inges
             return con.execute(f"select count(*), count(distinct run_id) from {table}").fetchone()
 
     timings = {}
-    with dg.instance_for_test() as instance:
+    with orchrm_instance_for_test() as instance:
         batch_id, first = ingest(instance, 40)
         assert first.success and counted() == (40, 40)
         before = root.batch_files("runs", batch_id)

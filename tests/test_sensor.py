@@ -10,7 +10,7 @@ from assets.resources import LoopResource, StorageResource
 from assets.sensors import loop_sensor
 from orchrm_dagster.loop import BatchingSettings, LoopSettings
 from orchrm_dagster.storage import batch_id_for, land, landing_view
-from tests.conftest import drop, write_lines
+from tests.conftest import drop, orchrm_instance_for_test, write_lines
 
 SETTLED = from_engine(LoopResource, LoopSettings(batching=BatchingSettings(settle_s=0)))  # no drop still landing
 
@@ -22,7 +22,7 @@ def evaluate(storage, instance=None, loop=SETTLED):
 
     if instance is not None:
         return run(instance)
-    with dg.instance_for_test() as fresh:
+    with orchrm_instance_for_test() as fresh:
         return run(fresh)
 
 
@@ -85,10 +85,20 @@ def test_a_file_the_cli_already_ingested_is_not_ingested_again(tmp_path, storage
 
     storage = StorageResource(root=storage_root.base)
     landed = land(storage_root, write_lines(tmp_path / "cli.jsonl", good_records[:3]))
-    with dg.instance_for_test() as instance:
+    with orchrm_instance_for_test() as instance:
         instance.add_dynamic_partitions("run_batches", [landed.batch_id])
         job = build_definitions(storage).resolve_job_def("ingest_run_batch")
         assert job.execute_in_process(partition_key=landed.batch_id, instance=instance).success
         result = evaluate(storage, instance)
     assert all(r.job_name != "ingest_run_batch" for r in result.run_requests)
     assert [r.job_name for r in result.run_requests] == ["rebuild_pairs"]  # what follows an ingest
+
+
+def test_on_a_users_instance_without_orchrms_settings_the_sensor_requests_nothing_and_says_why(
+        tmp_path, storage_root, good_records):
+    drop(storage_root, write_lines(tmp_path / "a.jsonl", good_records[:4]))
+    with dg.instance_for_test() as users:  # its dagster.yaml is the user's: no run monitoring, no pool limit
+        skipped = evaluate(StorageResource(root=storage_root.base), users)
+    assert isinstance(skipped, dg.SkipReason)
+    assert "without run monitoring and a pool limit" in skipped.skip_message
+    assert "run_monitoring: {enabled: true}" in skipped.skip_message

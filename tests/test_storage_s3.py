@@ -5,7 +5,7 @@ import dagster as dg
 from assets.resources import StorageResource
 from orchrm_dagster.definitions import build_definitions
 from orchrm_dagster.storage import land
-from tests.conftest import write_lines
+from tests.conftest import orchrm_instance_for_test, write_lines
 
 
 def test_ingest_label_and_query_on_s3(tmp_path, s3_endpoint, good_records):
@@ -18,7 +18,7 @@ def test_ingest_label_and_query_on_s3(tmp_path, s3_endpoint, good_records):
     assert root.landed_files()[0].name == "s3batch.jsonl"
 
     defs = build_definitions(storage)
-    with dg.instance_for_test() as instance:
+    with orchrm_instance_for_test() as instance:
         instance.add_dynamic_partitions("run_batches", [landed.batch_id])
         job = defs.resolve_job_def("ingest_run_batch")
         assert job.execute_in_process(partition_key=landed.batch_id, instance=instance).success

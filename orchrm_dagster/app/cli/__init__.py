@@ -27,6 +27,8 @@ QUIET_MODEL_LOADS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "
 # imports no command, so it answers at once; tests/test_cli_options.py checks each line opens the command's own help)
 COMMANDS = {
     "ingest": ("ingest", "Land FILES (.jsonl / .parquet) and ingest and label each as a run batch."),
+    "import-traces": ("import_traces", "Import traces (OpenTelemetry GenAI spans, Langfuse or LangSmith exports) as "
+                                       "runs."),
     "reingest": ("reingest", "Ingest and label BATCHES again: batch ids, or names of landed files."),
     "materialize": ("materialize", "Materialize asset keys (e.g. `problems labels`) or a Dagster selection string."),
     "query": ("query", "Run one read-only statement (SELECT or EXPLAIN) against the warehouse."),
@@ -99,6 +101,28 @@ def main(config_file: str | None, storage_url: str | None, verbose: bool) -> Non
     if not verbose:
         for name, value in QUIET_MODEL_LOADS.items():
             os.environ.setdefault(name, value)
+
+
+def run() -> None:
+    """The `orchrm` command (its console script, and `python -m orchrm_dagster.app.cli`): `main`, then the process
+    ends without the interpreter's teardown, once the exit handlers ran and the output is flushed. `orchrm loop`
+    was once killed by SIGABRT after it had finished and printed everything ("terminate called without an active
+    exception", CI of 2026-12-03): a native library's thread or static object torn down at interpreter exit
+    (torch, DuckDB, pyarrow and gRPC each keep C++ threads); nothing is left to do by then."""
+    import atexit
+    import sys
+
+    try:
+        main()  # standalone: it always ends with SystemExit
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+        if isinstance(done.code, str):
+            print(done.code, file=sys.stderr)
+    atexit._run_exitfuncs()  # noqa: SLF001 (logging's flush, temporary folders' removal: what teardown would run)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def _hold_warnings(ctx: click.Context) -> None:

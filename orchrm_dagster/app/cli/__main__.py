@@ -1,3 +1,3 @@
-from orchrm_dagster.app.cli import main
+from orchrm_dagster.app.cli import run
 
-main()
+run()

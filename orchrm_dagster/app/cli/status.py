@@ -25,11 +25,15 @@ def command(fmt: str) -> None:
     is none and what would change that; the last rounds; the tokens spent against the budget; and what waited longer
     than the freshness windows the UI marks."""
     import sql
+    from orchrm_dagster.app.dagster_home import ensure_dagster_home
     from orchrm_dagster.labels import UNLABELED_FIX, unlabeled_note, unparsed_note
 
     settings = storage()
+    ensure_dagster_home()  # a new root's instance gets orchrm's dagster.yaml before anything runs on it
     warehouse = settings.warehouse()
-    states, pending, report = _loop(settings.storage_root())
+    states, pending, report, problem = _loop(settings.storage_root())
+    if problem and fmt != "json":
+        console.print(f"[red]{problem}[/red]", soft_wrap=True, highlight=False)
     if not warehouse.exists() and not states and not pending:
         raise click.ClickException(f"nothing landed or ingested yet under {settings.storage_root().url}: the loop "
                                    f"waits for files in its landing zone (orchrm ingest FILE lands one)")
@@ -50,7 +54,8 @@ def command(fmt: str) -> None:
                   "unlabeled_fix": UNLABELED_FIX if sums["unlabeled"] else None,
                   "unparsed_plans": sums["unparsed_plans"]}
         click.echo(json.dumps({"root": settings.storage_root().url, "batches": batches, "labels": labels,
-                               "loop": report.to_json() if report else None}, default=str, indent=2))
+                               "loop": report.to_json() if report else None, "instance_problem": problem},
+                              default=str, indent=2))
         return
     totals = ["total", sum(row[1] or 0 for row in table)] + [sums[c] for c in counts] + ["", ""]
     print_rows(["batch_id", "files", *_HEADERS, "state", "cause"], table + [totals],
@@ -163,20 +168,24 @@ def _print_round_verdicts(warehouse) -> None:
 
 def _loop(root):
     """(batch id -> (landed files, state, cause) of each batch (`orchrm_dagster.loop.batch_states`), landed files no
-    batch holds yet, the loop's report (`orchrm_dagster.loop.loop_report`) as the daemon's loop resource decides).
+    batch holds yet, the loop's report (`orchrm_dagster.loop.loop_report`) as the daemon's loop resource decides,
+    and why the loop's sensors request nothing on this instance, if they do not: `settings_problem`).
     With nothing landed the loop has nothing to do (its first step ingests what lands): neither the loop, the
     Dagster instance nor the Definitions are imported, and the report is None."""
     from orchrm_dagster.storage import landing_view
 
     landing = landing_view(root)
     if not landing.batches and not landing.pending:
-        return {}, 0, None
+        return {}, 0, None, None
+    from assets.instance_settings import settings_problem
     from assets.loop import loop_state
     from orchrm_dagster.app.cli.common import definitions
     from orchrm_dagster.app.instance import cli_instance
     from orchrm_dagster.loop import batch_states, loop_report
 
-    state = loop_state(cli_instance(), root)
+    instance = cli_instance()
+    state = loop_state(instance, root)
     files = {v.batch_id: len(v.names) for v in landing.batches}
     states = {s.batch_id: (files.get(s.batch_id, 0), s.state, s.cause) for s in batch_states(state)}
-    return states, len(landing.pending), loop_report(root, state, definitions().resources["loop"].to_engine())
+    return (states, len(landing.pending), loop_report(root, state, definitions().resources["loop"].to_engine()),
+            settings_problem(instance))
