@@ -63,13 +63,14 @@ def ingest_files(defs: dg.Definitions, paths: list[Path], on_start: Callable[[st
 
 
 def ingest_landed(defs: dg.Definitions, names: list[str], on_start: Callable[[str], None] | None = None,
-                  on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
+                  on_done: Callable[[BatchOutcome], None] | None = None,
+                  run_config: dg.RunConfig | None = None) -> list[BatchOutcome]:
     """Run the ingest job for files already in the landing zone: each file's batch (one of its own, unless the
     loop cut it into one already) once, as the loop's ingest step of the batch, as the sensor requests it (same job,
     same tags), so the loop counts its outcome like any other. `on_start` gets each batch's name before its run,
-    `on_done` its outcome after."""
+    `on_done` its outcome after; `run_config` replaces the ingest step's own (a command's flags)."""
     root = defs.resources["storage"].storage_root()
-    return ingest_batches(defs, [batch_holding(root, name) for name in names], on_start, on_done)
+    return ingest_batches(defs, [batch_holding(root, name) for name in names], on_start, on_done, run_config)
 
 
 def resolve_batches(root, names: list[str]) -> tuple[list[str], list[str]]:
@@ -97,7 +98,8 @@ def resolve_batches(root, names: list[str]) -> tuple[list[str], list[str]]:
 
 
 def ingest_batches(defs: dg.Definitions, batch_ids: list[str], on_start: Callable[[str], None] | None = None,
-                   on_done: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
+                   on_done: Callable[[BatchOutcome], None] | None = None,
+                   run_config: dg.RunConfig | None = None) -> list[BatchOutcome]:
     """Run the loop's ingest step of each batch (each once, in order) in-process."""
     from orchrm_dagster.loop import batch_from_view, ingest_step
     from orchrm_dagster.storage import landing_view
@@ -111,7 +113,7 @@ def ingest_batches(defs: dg.Definitions, batch_ids: list[str], on_start: Callabl
         batch = batch_from_view(views[batch_id])
         if on_start:
             on_start(batch.name)
-        result = execute_step(defs, instance, ingest_step(batch))
+        result = execute_step(defs, instance, ingest_step(batch), run_config=run_config)
         after = {view.batch_id: view for view in landing_view(root).batches}.get(batch_id)
         outcomes.append(_outcome(storage, batch_id, result, after.failed_files if after else ()))
         if on_done:

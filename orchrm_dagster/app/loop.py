@@ -51,9 +51,10 @@ def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step]
 
 
 def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step,
-                 on_log: Callable[[str], None] | None = None):
+                 on_log: Callable[[str], None] | None = None, run_config: dg.RunConfig | None = None):
     """One step as an in-process run of its job (its failure is recorded in the instance, where the next decision
-    counts it); `on_log` hears its run log's lines as they are written."""
+    counts it); `on_log` hears its run log's lines as they are written; `run_config`, when given, replaces the
+    step's own (a command's flags: `orchrm import-traces`)."""
     run = step_run(step)
     for name, keys in run.partitions:
         instance.add_dynamic_partitions(name, list(keys))
@@ -61,7 +62,8 @@ def execute_step(defs: dg.Definitions, instance: dg.DagsterInstance, step: Step,
     with relayed_log(instance, run_id, on_log):
         return defs.resolve_job_def(run.job_name).execute_in_process(
             partition_key=run.partition_key, instance=instance, raise_on_error=False,
-            run_config=quiet(run.run_config), tags={**run.tags, **process_tags()}, run_id=run_id)
+            run_config=quiet(run.run_config if run_config is None else run_config),
+            tags={**run.tags, **process_tags()}, run_id=run_id)
 
 
 @contextlib.contextmanager

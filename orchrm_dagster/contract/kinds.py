@@ -44,3 +44,4 @@ class QuarantineKind(str, Enum):
     UNREADABLE_FILE = "unreadable_file"  # the batch file itself cannot be read (a corrupt Parquet file)
     DUPLICATE_IN_FILE = "duplicate_in_file"  # the run_id appeared earlier in the same file
     ALREADY_INGESTED = "already_ingested"  # another batch already holds the run_id
+    UNPLACEABLE_TRACE = "unplaceable_trace"  # a trace of a trace file the mapping cannot make a run of (traces)

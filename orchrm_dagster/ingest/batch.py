@@ -29,6 +29,7 @@ from orchrm_dagster.ingest.reader import count_newlines, iter_jsonl, iter_parque
 from orchrm_dagster.ingest.report import FileReport, IngestReport, StagedPart
 from orchrm_dagster.ingest.settings import IngestSettings
 from orchrm_dagster.ingest.staging import RecordStager
+from orchrm_dagster.ingest.traces import is_trace_file, iter_trace_file
 from orchrm_dagster.ingest.validate import Rejection, validate_line
 from orchrm_dagster.processes import OWNERS_ENV, owners_of_a_child, watch_owners
 from orchrm_dagster.storage import (BatchFile, StorageRoot, full_disk_errno, no_cycle_collection, record_ingest,
@@ -143,8 +144,8 @@ def _file_reports(sources: tuple[BatchFile, ...], parts: list[StagedPart]) -> li
 def _worker_count(sources: tuple[BatchFile, ...], workers: int) -> int:
     if len(sources) == 1:
         [source] = sources
-        if _is_parquet(source.path) or source.size < PARALLEL_MIN_BYTES:
-            return 1
+        if _is_parquet(source.path) or is_trace_file(source.path) or source.size < PARALLEL_MIN_BYTES:
+            return 1  # a trace file is read whole: a trace's spans may be anywhere in it
         return workers
     # several files: each is one chunk, claimed by the workers in turn
     total = sum(source.size for source in sources)
@@ -272,7 +273,8 @@ def _stage_chunk(stager: RecordStager, task: StageTask, chunk: Chunk, lines_read
             for line in _lines(stream, task, source.path, chunk):
                 lines_read += 1
                 last_line = line.line_number
-                outcome = validate_line(line, task.settings)
+                # a trace file's line is a trace; one the mapping could not place comes rejected already
+                outcome = line if isinstance(line, Rejection) else validate_line(line, task.settings)
                 if isinstance(outcome, Rejection):
                     stager.reject(outcome)
                 else:
@@ -311,6 +313,8 @@ def _ranged_stream(root: StorageRoot, path: str):
 def _lines(stream, task: StageTask, path: str, chunk: Chunk):
     if _is_parquet(path):
         return iter_parquet(stream)
+    if is_trace_file(path):
+        return iter_trace_file(stream, path, task.settings)
     stream.seek(chunk.start)
     budget = None if chunk.end is None else chunk.end - chunk.start
     return iter_jsonl(stream, task.settings.max_record_bytes, chunk.first_line, budget)

@@ -5,6 +5,7 @@
                       "rm_version": int, "domain": str | null}
     GET  /v1/health  the champions loaded (503 before the first champion, saying why there is none)
     GET  /v1/stats   requests, scoring batches and reloads so far
+    POST /v1/openrlhf/get_reward   OpenRLHF's remote reward-model protocol (`serving.openrlhf`)
 
 Given a token, every request but `GET /v1/health` must carry it (`Authorization: Bearer <token>`) or is answered
 401 before its body is read (`door.BearerToken`); health then tells a caller without it the status and the
@@ -33,6 +34,7 @@ from orchrm_dagster.rm import all_domains, best_of_n_pick, domain_of
 from orchrm_dagster.serving.batcher import Batcher
 from orchrm_dagster.serving.champions import ChampionWatcher, DomainRequired, NoChampion, describe
 from orchrm_dagster.serving.door import BearerToken, carries
+from orchrm_dagster.serving.openrlhf import add_openrlhf_route
 from orchrm_dagster.serving.settings import ServeSettings
 from orchrm_dagster.storage import StorageRoot
 
@@ -169,6 +171,11 @@ def create_app(root: StorageRoot, settings: ServeSettings = ServeSettings(), tok
         pick = best_of_n_pick(request.plans, scored.scores)
         return ScoreResponse(scores=scored.scores, chosen=pick.chosen, rm_version=scored.version, domain=domain,
                              unparseable=[Unparseable(index=i, error=e) for i, e in pick.unparseable.items()])
+
+    async def submit(question: str, plans: list[str], domain: str | None) -> Scored:
+        return await batcher.submit(ScoreJob(question, plans, domain))
+
+    add_openrlhf_route(app, settings, watcher, submit, refused)  # POST /v1/openrlhf/get_reward: OpenRLHF's protocol
 
     @app.get("/v1/health")
     async def health(request: Request):

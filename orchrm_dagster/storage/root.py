@@ -20,7 +20,10 @@ import pyarrow.parquet as pq
 
 from orchrm_dagster.storage.unreachable import StoreUnreachable, reaching_store
 
-LANDING_SUFFIXES = (".jsonl", ".parquet")
+# run batches, and trace files (orchrm_dagster.traces.FORMAT_SUFFIXES: converted to runs as they are ingested); a
+# trace suffix comes before `.jsonl`, which ends some of them, so that a name's suffix is found whole
+LANDING_SUFFIXES = (".otlp.json", ".otlp.jsonl", ".langfuse.json", ".langfuse.jsonl", ".langsmith.json",
+                    ".langsmith.jsonl", ".jsonl", ".parquet")
 CURRENT = "_CURRENT"  # in a batch folder: the name of the generation folder that holds the batch's parts now
 SOURCE = "_SOURCE"  # in a batch folder of `runs` ingested before batches held several files: its file's fingerprint
 LANDING_SOURCES = ".sources.json"  # in the landing zone: which local file each landed name came from

@@ -43,7 +43,9 @@ ALLOWED: dict[str, set[str]] = {
     "llm": {"engine_config", "devices", "registry"},
     "labels": {"contract", "engine_config", "storage", "registry"},
     "problems": {"contract", "engine_config", "storage", "labels"},
-    "ingest": {"contract", "engine_config", "storage", "processes"},  # its workers die with their owner
+    "traces": {"contract", "engine_config"},  # traces (OTel GenAI, Langfuse, LangSmith) <-> run records
+    "ingest": {"contract", "engine_config", "storage", "processes", "traces"},  # its workers die with their owner;
+    # a landed trace file is read through traces
     "pairs": {"contract", "engine_config", "storage"},
     "mas": {"contract", "engine_config", "llm", "plans", "labels"},
     "truths": {"engine_config", "plans", "registry"},
@@ -60,6 +62,7 @@ ALLOWED: dict[str, set[str]] = {
              "processes", "trainer_checkpoints", "trainer_args", "faults"},
     "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
     "serving": {"storage", "rm", "engine_config"},
+    "integrations": {"storage", "rm"},  # the champion as a reward for other trainers (TRL): over HTTP or in process
     "settings": {"engine_config", "settings_file", "storage", "llm", "orchestration", "mas", "problems", "ingest",
                  "labels", "pairs", "rm", "evaluation", "loop", "serving"},  # the settings file's sections
     "training_jobs": {"engine_config", "storage", "rm", "grpo", "llm", "orchestration"},
