@@ -75,6 +75,8 @@ storage:
 concurrency:
   pools:
     default_limit: 1
+run_monitoring:
+  enabled: true
 telemetry:
   enabled: false
 """)
