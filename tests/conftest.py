@@ -1,4 +1,7 @@
 import os
+import socket
+import time
+import urllib.request
 
 import orjson
 import psutil
@@ -93,12 +96,39 @@ def gone(process: psutil.Process) -> bool:
         return True
 
 
-# What orchrm writes into dagster.yaml (assets/instance_settings.py): a test instance without it is a user's instance
-# without run monitoring or pool limits, on which the loop's sensors request nothing and say why
-ORCHRM_INSTANCE_SETTINGS = {"run_monitoring": {"enabled": True}, "concurrency": {"pools": {"default_limit": 1}}}
+def orchrm_instance_settings() -> dict:
+    """What orchrm writes into dagster.yaml that the loop needs (assets/instance_settings.py): a test instance without
+    it is a user's instance without run monitoring or pool limits, on which the loop's sensors request nothing."""
+    import yaml
+
+    from assets.instance_settings import DAGSTER_YAML
+
+    written = yaml.safe_load(DAGSTER_YAML)
+    return {key: written[key] for key in ("run_monitoring", "concurrency")}
 
 
 def orchrm_instance_for_test():
     import dagster as dg
 
-    return dg.instance_for_test(overrides=ORCHRM_INSTANCE_SETTINGS)
+    return dg.instance_for_test(overrides=orchrm_instance_settings())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(url: str, server, what: str, timeout_s: float = 180) -> None:
+    """Until `url` answers 200; fails at once if `server` (a Popen) exits, or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"{what} exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"{what} did not answer at {url} within {timeout_s} s")

@@ -5,10 +5,8 @@ own storage root and Dagster instance (the `isolated_env` fixture's ORCHRM_STORA
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import gone
+from tests.conftest import free_port, gone, wait_until_serving
 
 REPO = Path(__file__).resolve().parents[1]
 DG = Path(sys.executable).with_name("dg")
@@ -82,11 +80,6 @@ def test_dg_launch_materializes_problems_into_the_storage_root(storage_root):
     assert set(table.column("benchmark").to_pylist()) >= {"gsm8k", "hotpotqa"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def graphql(url: str, query: str) -> dict:
     request = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query}).encode(),
@@ -106,19 +99,6 @@ def session_processes(sid: int) -> list[psutil.Process]:
     return found
 
 
-def wait_until_serving(url: str, server: subprocess.Popen, timeout_s: float = 150) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"dg dev exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/server_info", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"dg dev did not answer at {url} within {timeout_s} s")
-
 
 @pytest.mark.slow  # about 35 s: the webserver, the daemon and the code server start, then stop
 def test_dg_dev_serves_the_code_location_and_stops_with_all_its_processes(tmp_path):
@@ -130,7 +110,7 @@ def test_dg_dev_serves_the_code_location_and_stops_with_all_its_processes(tmp_pa
                                   env=dg_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        wait_until_serving(url, server)
+        wait_until_serving(url + "/server_info", server, "dg dev")
         with urllib.request.urlopen(f"{url}/server_info", timeout=10) as response:
             assert json.loads(response.read())["dagster_version"] == dg.__version__
         entries = graphql(url, """{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus

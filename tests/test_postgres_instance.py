@@ -7,7 +7,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchrm_dagster.synthetic import generate_runs, write_jsonl
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +27,6 @@ def _pg_bin() -> Path | None:
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
     return Path(candidates[-1]).parent if candidates else None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -46,7 +41,7 @@ def postgres():
         os.chmod(folder, 0o755)
         os.chown(folder, user.pw_uid, user.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
+    port = free_port()
     data = folder / "data"
     subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "orchrm"],
                    check=True, capture_output=True)

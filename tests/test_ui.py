@@ -4,15 +4,15 @@ browser (Debian's Chromium driven by Playwright; `make browser` installs it)."""
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
+
+from tests.conftest import free_port, wait_until_serving
 
 pytestmark = pytest.mark.slow
 
@@ -26,24 +26,6 @@ ASSETS = ["problems", "runs", "subagent_calls", "quarantine", "labels", "orchest
           "pairs", "reward_model", "rm_scores", "plan_scores", "evaluation", "grpo_round"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until_serving(url: str, server: subprocess.Popen, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"dagster dev exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(1)
-    raise AssertionError(f"the UI did not answer at {url} within {timeout_s} s")
 
 
 @pytest.fixture()
@@ -59,7 +41,7 @@ def dagster_ui(tmp_path):
     server = subprocess.Popen([str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
                               cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until_serving(f"http://127.0.0.1:{port}/server_info", server)
+        wait_until_serving(f"http://127.0.0.1:{port}/server_info", server, "dagster dev")
         yield f"http://127.0.0.1:{port}"
     finally:
         os.killpg(server.pid, 15)
