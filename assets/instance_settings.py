@@ -9,6 +9,7 @@ fix it (`settings_problem`). No Dagster import here: `orchrm status` on a new ro
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 OWNED_MARK = "# Written by orchrm."
@@ -40,7 +41,7 @@ def write_instance_settings(home: Path) -> bool:
     if before is not None and not before.startswith(OWNED_MARK):
         return False
     if before != DAGSTER_YAML:
-        partial = config.with_name(f".dagster.yaml.{id(config)}.partial")
+        partial = config.with_name(f".dagster.yaml.{os.getpid()}.partial")  # one per process: two may write at once
         partial.write_text(DAGSTER_YAML)
         partial.replace(config)  # whole or not at all: a process reading it meanwhile sees the old file or the new one
     return True

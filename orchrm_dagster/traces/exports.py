@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchrm_dagster.traces.mapping import AGENT, AGENT_ID, LLM, OTHER, TOOL, Span, Unplaceable, count, flat, nanos
+from orchrm_dagster.traces.mapping import AGENT, AGENT_ID, LLM, OTHER, TOOL, Span, Unplaceable, count, flat, nanos, text_id
 from orchrm_dagster.traces.settings import TraceSettings
 
 _LANGFUSE_KINDS = {"GENERATION": LLM, "AGENT": AGENT, "TOOL": TOOL}
@@ -37,16 +37,8 @@ _MAX_CHILD_DEPTH = 200
 ROOT_PREFIX = "trace:"  # the span id of a Langfuse trace's root (observation ids are the API's own)
 
 
-def _text_id(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return str(value)
-    return value if isinstance(value, str) and value else None
-
-
 def _agent_id(attributes: dict) -> str | None:
-    return _text_id(attributes.get("agent_id")) or _text_id(attributes.get(AGENT_ID))
+    return text_id(attributes.get("agent_id")) or text_id(attributes.get(AGENT_ID))
 
 
 # ---------------------------------------------------------------- Langfuse
@@ -60,7 +52,7 @@ def is_langfuse_observation(item: Any) -> bool:
 
 
 def langfuse_trace_id(item: dict) -> str | None:
-    return _text_id(item.get("id") if is_langfuse_trace(item) else item.get("traceId"))
+    return text_id(item.get("id") if is_langfuse_trace(item) else item.get("traceId"))
 
 
 def langfuse_root(trace: dict | None, trace_id: str, settings: TraceSettings) -> tuple[Span, str | None]:
@@ -105,11 +97,11 @@ def langfuse_spans(trace_id: str, root: Span, observations: list[dict]) -> list[
         kind = _LANGFUSE_KINDS.get(kind_name, OTHER)
         if kind_name in _LANGFUSE_CONTAINERS and not typed_agents:
             kind = AGENT
-        identifier = _text_id(observation.get("id"))
+        identifier = text_id(observation.get("id"))
         if identifier is None:
             raise Unplaceable(f"an observation has no id ({observation.get('id')!r})", "spans")
         parent = observation.get("parentObservationId")
-        parent_id = root.span_id if parent in (None, "") else _text_id(parent)
+        parent_id = root.span_id if parent in (None, "") else text_id(parent)
         if parent_id is None:
             raise Unplaceable(f"observation {identifier} has an invalid parentObservationId ({parent!r})", "spans")
         attributes = flat(observation.get("metadata"))
@@ -126,7 +118,7 @@ def langfuse_spans(trace_id: str, root: Span, observations: list[dict]) -> list[
             identifier, parent_id, name, kind, order, start_ns=nanos(observation.get("startTime")),
             end_ns=nanos(observation.get("endTime")), attributes=attributes, input=observation.get("input"),
             output=observation.get("output"), input_tokens=prompt, output_tokens=completion,
-            model=_text_id(observation.get("model")) or _text_id(observation.get("providedModelName")),
+            model=text_id(observation.get("model")) or text_id(observation.get("providedModelName")),
             agent_name=name or None, agent_id=_agent_id(attributes), error=error))
     return spans
 
@@ -162,18 +154,18 @@ def langsmith_runs(item: dict, depth: int = 0) -> list[dict]:
 
 
 def langsmith_trace_id(run: dict) -> str | None:
-    trace_id = _text_id(run.get("trace_id"))
+    trace_id = text_id(run.get("trace_id"))
     if trace_id is None and run.get("parent_run_id") in (None, ""):
-        trace_id = _text_id(run.get("id"))  # the root run: its id is its trace's
+        trace_id = text_id(run.get("id"))  # the root run: its id is its trace's
     return trace_id.lower() if trace_id else None
 
 
 def langsmith_span(run: dict, order: int) -> Span:
-    identifier = _text_id(run.get("id"))
+    identifier = text_id(run.get("id"))
     if identifier is None:
         raise Unplaceable(f"a run has no id ({run.get('id')!r})", "spans")
     parent = run.get("parent_run_id")
-    parent_id = None if parent in (None, "") else _text_id(parent)
+    parent_id = None if parent in (None, "") else text_id(parent)
     if parent not in (None, "") and parent_id is None:
         raise Unplaceable(f"run {identifier} has an invalid parent_run_id ({parent!r})", "spans")
     extra = run.get("extra") if isinstance(run.get("extra"), dict) else {}
@@ -197,8 +189,8 @@ def langsmith_span(run: dict, order: int) -> Span:
                                   token_usage.get("prompt_tokens")),
         output_tokens=_first_count(run.get("completion_tokens"), usage.get("output_tokens"),
                                    token_usage.get("completion_tokens")),
-        model=_text_id(attributes.get("ls_model_name")) or _text_id(invocation.get("model"))
-        or _text_id(invocation.get("model_name")),
+        model=text_id(attributes.get("ls_model_name")) or text_id(invocation.get("model"))
+        or text_id(invocation.get("model_name")),
         agent_name=name or None, agent_id=_agent_id(attributes), error=error)
 
 

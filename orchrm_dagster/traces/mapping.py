@@ -529,7 +529,7 @@ def _tokens(tree: _Tree, orchestrator: Span, call_ids: set[str], subagents: list
 
 def _policy(lookup: _Lookup, settings: TraceSettings, orchestrator: Span, plan_span: Span, root: Span) -> dict:
     name = (lookup.identifier(settings.policy_name_attribute) or orchestrator.agent_name or plan_span.model
-            or _identifier(root.resource.get(SERVICE_NAME)))
+            or text_id(root.resource.get(SERVICE_NAME)))
     if not name:
         raise Unplaceable(f"no policy: no {settings.policy_name_attribute} attribute, no agent name on the "
                           f"orchestrator, no model on the plan span and no service.name", "policy.name")
@@ -552,7 +552,8 @@ def _integer(value: Any, name: str, field_name: str) -> int:
     return number
 
 
-def _identifier(value: Any) -> str | None:
+def text_id(value: Any) -> str | None:
+    """An identifier as text: a non-empty string, or an integer's digits; None for anything else (a bool too)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -584,7 +585,7 @@ class _Lookup:
         value = self.value(name)
         if value is None:
             return None
-        found = _identifier(value)
+        found = text_id(value)
         if found is None:
             raise Unplaceable(f"{name} is {value!r}, not a non-empty string", name)
         return found
@@ -691,7 +692,7 @@ def _otlp_span(raw: Any, resource: dict) -> tuple[str | None, Any, str | None]:
     error = None
     if status.get("code") in (STATUS_ERROR, "STATUS_CODE_ERROR") or (ERROR_TYPE in attrs and status.get("code") != 1):
         message = status.get("message")
-        error = message if isinstance(message, str) and message else _identifier(attrs.get(ERROR_TYPE)) or "error"
+        error = message if isinstance(message, str) and message else text_id(attrs.get(ERROR_TYPE)) or "error"
     return trace_id, Span(
         span_id=span_id, parent_id=parent_id, name=name, kind=OTHER, order=0,
         start_ns=nanos(raw.get("startTimeUnixNano")), end_ns=nanos(raw.get("endTimeUnixNano")),
@@ -724,19 +725,19 @@ def finish_otel_span(span: Span, settings: TraceSettings) -> Span:
     elif operation in settings.tool_operations:
         span.kind = TOOL
     if span.kind == TOOL:
-        span.agent_name = _identifier(attrs.get(TOOL_NAME)) or _identifier(attrs.get(AGENT_NAME))
-        span.agent_id = _identifier(attrs.get(TOOL_CALL_ID)) or _identifier(attrs.get(AGENT_ID))
+        span.agent_name = text_id(attrs.get(TOOL_NAME)) or text_id(attrs.get(AGENT_NAME))
+        span.agent_id = text_id(attrs.get(TOOL_CALL_ID)) or text_id(attrs.get(AGENT_ID))
         # a tool's arguments and result are its input and output as given (JSON text stays text)
         span.input = _tool_text(attrs.get(TOOL_ARGUMENTS)) or maybe_json(attrs.get(INPUT_MESSAGES))
         span.output = _tool_text(attrs.get(TOOL_RESULT)) or maybe_json(attrs.get(OUTPUT_MESSAGES))
     else:
-        span.agent_name = _identifier(attrs.get(AGENT_NAME))
-        span.agent_id = _identifier(attrs.get(AGENT_ID))
+        span.agent_name = text_id(attrs.get(AGENT_NAME))
+        span.agent_id = text_id(attrs.get(AGENT_ID))
         span.input = maybe_json(attrs.get(INPUT_MESSAGES, attrs.get(LEGACY_PROMPT)))
         span.output = maybe_json(attrs.get(OUTPUT_MESSAGES, attrs.get(LEGACY_COMPLETION)))
     span.input_tokens = _nonnegative(attrs.get(INPUT_TOKENS))
     span.output_tokens = _nonnegative(attrs.get(OUTPUT_TOKENS))
-    span.model = _identifier(attrs.get(REQUEST_MODEL)) or _identifier(attrs.get(RESPONSE_MODEL))
+    span.model = text_id(attrs.get(REQUEST_MODEL)) or text_id(attrs.get(RESPONSE_MODEL))
     return span
 
 
