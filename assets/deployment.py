@@ -11,7 +11,7 @@ ORCHRM_DEPLOYMENT or the settings file's `deployment.profile`, never by a fork o
 
 from __future__ import annotations
 
-from assets.partitions import GPU_POOL, WAREHOUSE_POOL
+from assets.partitions import GPU_POOL, POLICY_POOL, WAREHOUSE_POOL
 from orchrm_dagster.settings import deployment_profile
 
 GPU_NODE_SELECTOR = {"orchrm.ai/pool": "gpu"}
@@ -28,9 +28,11 @@ CPU_STEP = {"dagster-k8s/config": {
     "container_config": {"resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}},
 }}
 
-# A step's pool and its pod are decided together: one that holds a model (sampling, training, scoring, judging) runs
-# in the gpu pool on a GPU node; the rest in the warehouse pool on CPU. Each asset takes one: `**MODEL_STEP`.
+# A step's pool and its pod are decided together: one that holds the reward model (training, scoring, judging) runs
+# in the gpu pool on a GPU node, one that holds the policy (sampling, rounds) in the policy pool on a GPU node; the
+# rest in the warehouse pool on CPU. Each asset takes one: `**MODEL_STEP`.
 MODEL_STEP = {"pool": GPU_POOL, "op_tags": GPU_STEP}
+POLICY_STEP = {"pool": POLICY_POOL, "op_tags": GPU_STEP}
 WAREHOUSE_STEP = {"pool": WAREHOUSE_POOL, "op_tags": CPU_STEP}
 
 

@@ -1,6 +1,6 @@
 import dagster as dg
 
-from assets.deployment import MODEL_STEP
+from assets.deployment import POLICY_STEP
 from assets.partitions import grpo_rounds
 from assets.resources import LLMBackendResource, LoopResource, PolicyRegistry, StorageResource
 from assets.run_configs import GRPORoundConfig, run_settings
@@ -14,7 +14,7 @@ from orchrm_dagster.training_jobs import grpo_round_request
 
 
 @dg.asset(partitions_def=grpo_rounds, deps=["reward_model", "problems"], group_name="grpo",
-          kinds={"pytorch", "parquet"}, **MODEL_STEP)
+          kinds={"pytorch", "parquet"}, **POLICY_STEP)
 def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, storage: StorageResource,
                llm: LLMBackendResource, policy_registry: PolicyRegistry, training: TrainingProcessResource,
                loop: LoopResource):

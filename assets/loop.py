@@ -5,6 +5,7 @@ classes. The sensors request these runs; `orchrm loop` (orchrm_dagster.app.loop)
 from __future__ import annotations
 
 import socket
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -25,26 +26,86 @@ STEP_JOBS = {"ingest": INGEST_JOB, "pairs": PAIRS_JOB, "reward_model": RETRAIN_J
 
 _NOT_FINISHED = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
                  dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
-_RUN_HISTORY = 5000  # the loop's newest runs read per evaluation
+_KEY_HISTORY = 50  # a step's newest runs read: failures past its latest success are counted up to this
 
 
 def step_runs(instance: dg.DagsterInstance) -> StepRuns:
-    """The loop's runs by step key: in flight, succeeded, and failed (how often, and the latest cause)."""
-    in_flight, succeeded, failed = set(), set(), {}
-    records = instance.get_run_records(filters=dg.RunsFilter(tags={LOOP_TAG: "1"}), limit=_RUN_HISTORY)
-    for record in records:  # newest first
-        run = record.dagster_run
-        key = run.tags.get(STEP_TAG)
-        if key is None:
-            continue
-        if run.status in _NOT_FINISHED:
-            in_flight.add(key)
-        elif run.status == dg.DagsterRunStatus.SUCCESS:
-            succeeded.add(key)
-        elif key not in succeeded:  # failures before the latest success no longer count
-            failed.setdefault(key, []).append(run.run_id)
-    failures = {key: (len(run_ids), run_failure_cause(instance, run_ids[0])) for key, run_ids in failed.items()}
-    return StepRuns(frozenset(in_flight), frozenset(succeeded), failures)
+    """The loop's runs by step key: every one in flight (read whole: they are few), and each key's successes and
+    failures looked up by the key itself when the engine asks, so no run ages out of a window, however many runs
+    the loop has made."""
+    in_flight = frozenset(
+        record.dagster_run.tags[STEP_TAG]
+        for record in instance.get_run_records(filters=dg.RunsFilter(tags={LOOP_TAG: "1"},
+                                                                     statuses=list(_NOT_FINISHED)))
+        if STEP_TAG in record.dagster_run.tags)
+    by_key = RunsByKey(instance)
+    return StepRuns(in_flight, by_key.succeeded, by_key.failures)
+
+
+class RunsByKey:
+    """A step key's finished runs, read from the instance by the key's tag the first time the key is asked for (one
+    query a key an evaluation): whether its latest finished run succeeded, and its failures since its latest
+    success (how many, the latest one's cause)."""
+
+    def __init__(self, instance: dg.DagsterInstance):
+        self.instance = instance
+        self._found: dict[str, tuple[bool, tuple[int, str] | None]] = {}
+        self.succeeded = _Asked(self, lambda found: found[0])
+        self.failures = _Failures(self)
+
+    def of(self, key: str) -> tuple[bool, tuple[int, str] | None]:
+        if key not in self._found:
+            records = self.instance.get_run_records(
+                filters=dg.RunsFilter(tags={LOOP_TAG: "1", STEP_TAG: key}), limit=_KEY_HISTORY)  # newest first
+            succeeded, failed = False, []
+            for record in records:
+                run = record.dagster_run
+                if run.status == dg.DagsterRunStatus.SUCCESS:
+                    succeeded = True
+                    break  # failures before the latest success no longer count
+                if run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED):
+                    failed.append(run.run_id)
+            failures = (len(failed), run_failure_cause(self.instance, failed[0])) if failed else None
+            self._found[key] = (succeeded, failures)
+        return self._found[key]
+
+    def asked(self) -> list[str]:
+        return list(self._found)
+
+
+class _Asked(Collection):
+    """The keys whose `RunsByKey` record passes `test` (iterating gives those asked for so far)."""
+
+    def __init__(self, runs: RunsByKey, test):
+        self.runs, self.test = runs, test
+
+    def __contains__(self, key) -> bool:
+        return isinstance(key, str) and self.test(self.runs.of(key))
+
+    def __iter__(self):
+        return (key for key in self.runs.asked() if key in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _Failures(Mapping):
+    """key -> (failed runs since its latest success, the latest one's cause), for keys that failed."""
+
+    def __init__(self, runs: RunsByKey):
+        self.runs = runs
+
+    def __getitem__(self, key: str) -> tuple[int, str]:
+        failures = self.runs.of(key)[1] if isinstance(key, str) else None
+        if failures is None:
+            raise KeyError(key)
+        return failures
+
+    def __iter__(self):
+        return (key for key in self.runs.asked() if self.runs.of(key)[1] is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 _CAUSES: dict[str, str] = {}  # run id -> cause: a failed run's cause never changes, and sensors ask every few seconds
@@ -65,8 +126,20 @@ def _read_failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
     return failure_cause(entry.dagster_event for entry in instance.all_logs(run_id, of_type=kinds))
 
 
-def loop_state(instance: dg.DagsterInstance, root: StorageRoot) -> LoopState:
-    return read_state(root, step_runs(instance))
+def loop_state(instance: dg.DagsterInstance, root: StorageRoot, rounds_on: bool | None = None) -> LoopState:
+    """The loop's state; `rounds_on` None: whether the rounds' sensor is switched on in this instance."""
+    return read_state(root, step_runs(instance), rounds_sensor_on(instance) if rounds_on is None else rounds_on)
+
+
+ROUNDS_SENSOR = "grpo_loop_sensor"
+
+
+def rounds_sensor_on(instance: dg.DagsterInstance) -> bool:
+    """Whether the rounds' sensor is switched on (it is off until a user starts it)."""
+    from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
+
+    return any(state.instigator_name == ROUNDS_SENSOR and state.status == InstigatorStatus.RUNNING
+               for state in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR))
 
 
 def prepare_steps(root: StorageRoot, steps) -> list[Step]:

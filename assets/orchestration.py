@@ -1,6 +1,6 @@
 import dagster as dg
 
-from assets.deployment import MODEL_STEP
+from assets.deployment import POLICY_STEP
 from assets.partitions import orchestration_partitions
 from assets.resources import LLMBackendResource, PolicyRegistry, RunDefaultsResource, StorageResource
 from assets.run_configs import ExecutionConfig, SamplingConfig, run_settings
@@ -17,7 +17,7 @@ def _cell(context) -> Cell:
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["problems"], group_name="orchestration",
-          kinds={"python", "parquet"}, **MODEL_STEP)
+          kinds={"python", "parquet"}, **POLICY_STEP)
 def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingConfig, storage: StorageResource,
                           llm: LLMBackendResource, policy_registry: PolicyRegistry,
                           run_defaults: RunDefaultsResource):
@@ -40,7 +40,7 @@ def orchestration_samples(context: dg.AssetExecutionContext, config: SamplingCon
 
 
 @dg.asset(partitions_def=orchestration_partitions, deps=["orchestration_samples"], group_name="orchestration",
-          kinds={"python"}, **MODEL_STEP)
+          kinds={"python"}, **POLICY_STEP)
 def execution_artifacts(context: dg.AssetExecutionContext, config: ExecutionConfig, storage: StorageResource,
                         llm: LLMBackendResource, run_defaults: RunDefaultsResource):
     """Executes each sampled plan in the configured environment (sub-agents by default, or a simulated truth) and

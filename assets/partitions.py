@@ -15,12 +15,18 @@ orchestration_partitions = dg.MultiPartitionsDefinition({"benchmark": benchmarks
 # GRPO rounds: one partition per round ("1", "2", ...), added by the loop (sensor or `orchrm loop`).
 grpo_rounds = dg.DynamicPartitionsDefinition(name="grpo_rounds")
 
-# Steps that hold a model on the accelerator (sampling, reward-model training and scoring, GRPO) share this pool; on
-# one machine its limit of 1 (the instance's default) means one model at a time, and never two GRPO rounds.
+# Steps that hold the reward model (its training and scoring, the evaluation's judges) share this pool; its limit of 1
+# (the instance's default) means one such model at a time.
 GPU_POOL = "gpu"
 
+# Steps that hold the orchestrator policy (sampling and executing plans: a round's rollouts; GRPO rounds) share this
+# one, limit 1: never two rounds at once. A pool of their own, so a round never queues behind the reward model's
+# training or scoring, and the champion's scores of new batches never wait for a round (the loop learns under a
+# stream; on one accelerator the reward model and the policy may each hold one model at a time).
+POLICY_POOL = "policy"
+
 # Every pool a step names; their limit rows are created before any run claims a slot (assets/runs.py).
-POOLS = (WAREHOUSE_POOL, GPU_POOL)
+POOLS = (WAREHOUSE_POOL, GPU_POOL, POLICY_POOL)
 
 
 def orchestration_partition_requests(instance, storage, policy_registry) -> list[dg.AddDynamicPartitionsRequest]:

@@ -113,12 +113,12 @@ def free_slots_of_dead_runs(instance: dg.DagsterInstance) -> list[str]:
         return []
     freed = []
     for run_id in storage.get_concurrency_run_ids():
-        run = instance.get_run_by_id(run_id)
-        if run is not None and not run.is_finished:
-            if not _owner_is_dead(run.tags):
+        record = next(iter(instance.get_run_records(dg.RunsFilter(run_ids=[run_id]), limit=1)), None)
+        if record is not None and not record.dagster_run.is_finished:
+            cause = _command_gone(record)
+            if cause is None:
                 continue
-            instance.report_run_failed(run, f"its process {run.tags[PID_TAG]} is gone (killed): its pool slots "
-                                            "are freed")
+            instance.report_run_failed(record.dagster_run, f"{cause}: its pool slots are freed")
         storage.free_concurrency_slots_for_run(run_id)
         freed.append(run_id)
     return freed
@@ -130,21 +130,32 @@ IN_FLIGHT = (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.Dagst
 def fail_runs_whose_worker_died(instance: dg.DagsterInstance, start_timeout_s: float | None = None) -> list[str]:
     """Marks failed, with the cause, every run of this host a crash left in flight: STARTING (launched, its worker
     gone, or never started within `start_timeout_s`: its launcher, the daemon or its code server, was killed),
-    STARTED (its worker gone) and CANCELING (its worker gone before it ended). The code server that launched a run
-    marks it failed when its worker dies, and Dagster's run monitoring fails a run that never started, but a daemon
-    killed with its code server, or started without run monitoring, does neither: the run would stay in flight for
-    ever, and the loop wait on it. The worker's pid is in the run's "Started process for run" event (a pid reused
-    by a later process counts as gone); a run of another host is not ours to judge. The loop asks the step again
-    under its `max_attempts`, and `free_slots_of_dead_runs` gives back the pool slots."""
+    STARTED (its worker gone) and CANCELING (its worker gone before it ended); and every in-process run of an orchrm
+    command whose process is gone, in whatever state it was left (killed between two steps, it holds no pool slot
+    for `free_slots_of_dead_runs` to find). The code server that launched a run marks it failed when its worker
+    dies, and Dagster's run monitoring fails a run that never started, but a daemon killed with its code server, or
+    started without run monitoring, does neither: the run would stay in flight for ever, and the loop wait on it.
+    The worker's pid is in the run's "Started process for run" event (a pid reused by a later process counts as
+    gone). A run is this host's by its host tag; one without (launched from the UI, say) only on an instance whose
+    run storage is a SQLite file, which one machine writes: on a shared instance another host's run is not ours to
+    judge. The loop asks the step again under its `max_attempts`, and `free_slots_of_dead_runs` gives back the pool
+    slots."""
     if profile() != "local":
         return []
     timeout = start_timeout_s if start_timeout_s is not None else instance.run_monitoring_start_timeout_seconds
+    single_host = "sqlite" in type(instance.run_storage).__name__.lower()
     failed = []
-    for record in instance.get_run_records(dg.RunsFilter(statuses=list(IN_FLIGHT)), limit=500):
+    for record in instance.get_run_records(dg.RunsFilter(statuses=[*IN_FLIGHT, dg.DagsterRunStatus.NOT_STARTED]),
+                                           limit=500):
         run = record.dagster_run
-        if run.tags.get(HOST_TAG, socket.gethostname()) != socket.gethostname() or PID_TAG in run.tags:
-            continue  # another host's; or an in-process run of a command, judged by its process (free_slots...)
-        cause = _why_gone(instance, run, record.update_timestamp.timestamp(), timeout)
+        if not _this_hosts(run.tags, single_host):
+            continue
+        if PID_TAG in run.tags:  # an in-process run of a command: judged by its process
+            cause = _command_gone(record)
+        elif run.status == dg.DagsterRunStatus.NOT_STARTED:
+            continue  # created, not launched yet: the launcher or the queue decides
+        else:
+            cause = _why_gone(instance, run, record.update_timestamp.timestamp(), timeout)
         if cause is None:
             continue
         if run.status == dg.DagsterRunStatus.CANCELING:
@@ -152,6 +163,24 @@ def fail_runs_whose_worker_died(instance: dg.DagsterInstance, start_timeout_s: f
         instance.report_run_failed(run, cause)
         failed.append(run.run_id)
     return failed
+
+
+def _this_hosts(tags: dict, single_host: bool) -> bool:
+    host = tags.get(HOST_TAG)
+    return host == socket.gethostname() or (host is None and single_host)
+
+
+def _command_gone(record) -> str | None:
+    """Why an in-process run of an orchrm command can no longer end (its process is gone, or its pid now belongs to
+    a process started after the run was), or None while it may; None for a run that is no command's, or another
+    host's."""
+    tags = record.dagster_run.tags
+    if PID_TAG not in tags or tags.get(HOST_TAG) != socket.gethostname():
+        return None  # not ours to judge: run monitoring marks a launched run's dead worker failed
+    pid = int(tags[PID_TAG])
+    if pid == os.getpid() or _alive_since(pid, record.create_timestamp.timestamp()):
+        return None
+    return f"its process {pid} (an orchrm command) is gone: it was killed"
 
 
 def _why_gone(instance: dg.DagsterInstance, run, updated: float, timeout_s: float) -> str | None:
@@ -193,10 +222,3 @@ def _worker(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | No
         if "pid" in metadata and (record.event_log_entry.message or "").startswith("Started process for run"):
             return int(metadata["pid"].value), record.event_log_entry.timestamp
     return None
-
-
-def _owner_is_dead(tags: dict) -> bool:
-    if PID_TAG not in tags or tags.get(HOST_TAG) != socket.gethostname():
-        return False  # not ours to judge: run monitoring marks a launched run's dead worker failed
-    pid = int(tags[PID_TAG])
-    return pid != os.getpid() and not psutil.pid_exists(pid)

@@ -45,11 +45,11 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
         changed; the reward model retrains once `retrain_min_new_pairs` new pairs arrived (the champion gate
         decides); the champion scores every run. A batch whose ingest failed, or a file of it that could not be
         read, holds nothing and shows as a failed `batch_ingested` check until it is re-ingested."""
+        problem = settings_problem(context.instance)  # on a bare DAGSTER_HOME, its dagster.yaml written now
+        if problem:  # an instance the loop leaves alone: nothing of it is reaped either
+            return dg.SkipReason(problem)
         fail_runs_whose_worker_died(context.instance)  # so their steps are asked again, not waited on for ever
         free_slots_of_dead_runs(context.instance)
-        problem = settings_problem(context.instance)  # on a bare DAGSTER_HOME, its dagster.yaml written now
-        if problem:
-            return dg.SkipReason(problem)
         ensure_pool_limits(context.instance)  # before the runs it requests race to create them
         root = storage.storage_root()
         state = loop_state(context.instance, root)
@@ -61,14 +61,15 @@ def loop_sensors(interval_s: int = LOOP_SENSOR_INTERVAL_S) -> list[dg.SensorDefi
     @dg.sensor(jobs=ROUND_JOBS, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.STOPPED)
     def grpo_loop_sensor(context: dg.SensorEvaluationContext, storage: StorageResource, loop: LoopResource):
         """The GRPO part of the loop, off until switched on: the last promoted checkpoint (and the base policy) rolls
-        out on its round's training problems, and once its runs are ingested, the pairs rebuilt, the reward model
-        retrained if due and every run scored, the next round starts; it stops at `rounds` rounds or `token_budget`
-        tokens (resource `loop`)."""
+        out on its round's training problems, and once those rollouts' batches are ingested, scored by the champion,
+        in the pairs and, where they made a retraining due, trained on, the next round starts, whatever else keeps
+        arriving; it stops at `rounds` rounds or `token_budget` tokens (resource `loop`)."""
         problem = settings_problem(context.instance)
         if problem:
             return dg.SkipReason(problem)
         root = storage.storage_root()
-        return _requests(context, decide(loop_state(context.instance, root), loop.to_engine()), ROUNDS, root)
+        state = loop_state(context.instance, root, rounds_on=True)
+        return _requests(context, decide(state, loop.to_engine()), ROUNDS, root)
 
     return [loop_sensor, grpo_loop_sensor]
 

@@ -4,7 +4,8 @@ rounds that keep coming, while a generator drops one small file of runs into the
 fleet's writers do (a hidden name, then a rename: the loop cuts them into batches, one every
 --batch-interval-s). Every --sample-s it samples the resident memory and open file descriptors of the daemon, its
 code server and each run worker (by role, from the daemon's process tree), and the sizes of the DuckDB file, the
-storage root and DAGSTER_HOME; every --poll-s it reads which batches the champion reward model has scored. It prints
+storage root and DAGSTER_HOME; every --poll-s it reads which batches the champion reward model has scored; at the
+end it reads the rounds lane's runs (rounds and rollouts) and the rounds' rows (the barrier each recorded). It prints
 p50/p95 of each batch's latency (its first file landed -> the champion's scores exist for every run of it), the
 growth of each figure after the warm-up (minute --warmup-min to the end), the failed runs with their causes, a verdict
 against each target (memory and fds under 10% growth after warm-up, p95 within 10 minutes, no failed run), and writes
@@ -113,7 +114,9 @@ class Soak:
                     "ORCHRM_TEST_TINY_POLICY": tiny[0], "ORCHRM_TEST_TINY_BACKBONE": tiny[1],
                     "ORCHRM_TEST_ATTEMPTS": "2", "ORCHRM_TEST_ENVIRONMENT": "simulated",
                     "ORCHRM_TEST_ROUNDS": str(args.rounds), "ORCHRM_TEST_BATCH_INTERVAL_S": str(args.batch_interval_s),
-                    "PYTHONPATH": str(tree)}
+                    "PYTHONPATH": str(tree),
+                    **({"ORCHRM_TEST_ACCURACY_MARGIN": str(args.accuracy_margin)}
+                       if args.accuracy_margin is not None else {})}
         os.environ["ORCHRM_STORAGE"], os.environ["DAGSTER_HOME"] = str(self.storage), str(self.home)
         from orchrm_dagster.app.instance import cli_instance
 
@@ -225,6 +228,38 @@ def failed_runs(instance) -> list[tuple[str, str, str]]:
     return out
 
 
+def round_lane_runs(instance, t0: float) -> list[dict]:
+    """The rounds lane's runs (rollouts and rounds), oldest first: kind, step key, status, start and end (minutes
+    since t0; None while it runs)."""
+    import dagster as dg
+
+    found = []
+    for record in instance.get_run_records(dg.RunsFilter(job_name="grpo_round_job")) + instance.get_run_records(
+            dg.RunsFilter(job_name="orchestrate")):
+        step = record.dagster_run.tags.get("orchrm/step", "")
+        start, end = record.start_time, record.end_time
+        found.append({"kind": step.split(":")[0] or record.dagster_run.job_name, "step": step,
+                      "status": record.dagster_run.status.value,
+                      "start_min": round((start - t0) / 60, 2) if start else None,
+                      "end_min": round((end - t0) / 60, 2) if end else None})
+    return sorted(found, key=lambda r: (r["start_min"] is None, r["start_min"] or 0))
+
+
+def round_gaps(lane: list[dict]) -> list[dict]:
+    """Each round after the first: when it fell due (the previous round's lane work ended: the round, and its
+    rollouts when it was promoted) and when its run started. The gap is the barrier (its rollouts ingested, scored,
+    paired, trained on) plus the sensors' ticks and the launch."""
+    gaps = []
+    rounds = [r for r in lane if r["kind"] == "round" and r["status"] == "SUCCESS"]
+    for earlier, later in zip(rounds, rounds[1:]):
+        before = [r["end_min"] for r in lane if r["end_min"] is not None and r["start_min"] is not None
+                  and earlier["start_min"] <= r["start_min"] < later["start_min"]]
+        due = max(before) if before else earlier["end_min"]
+        gaps.append({"round": later["step"], "due_min": due, "start_min": later["start_min"],
+                     "gap_s": round((later["start_min"] - due) * 60, 1)})
+    return gaps
+
+
 def run_counts(instance) -> dict[str, int]:
     import dagster as dg
 
@@ -235,7 +270,7 @@ def run_counts(instance) -> dict[str, int]:
     return counts
 
 
-def plot(samples: list[dict], batches: list[dict], path: Path, warmup_min: float) -> None:
+def plot(samples: list[dict], batches: list[dict], path: Path, warmup_min: float, lane: list[dict] = ()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -265,11 +300,23 @@ def plot(samples: list[dict], batches: list[dict], path: Path, warmup_min: float
     axes[3].axhline(10, color="grey", ls="--", lw=0.8, label="target p95")
     axes[3].set_ylabel("landing -> champion scores (min)")
     axes[3].set_xlabel("minutes since the daemon started (batches: by their first file's landing)")
+    for run in lane:  # the rounds on the timeline: a band per round run, a thinner one per rollout
+        if run["start_min"] is None:
+            continue
+        end = run["end_min"] if run["end_min"] is not None else max(minutes or [run["start_min"]])
+        color = {"round": "tab:green", "rollout": "tab:olive"}.get(run["kind"], "tab:grey")
+        failed = run["status"] != "SUCCESS" and run["end_min"] is not None
+        for axis in axes:
+            axis.axvspan(run["start_min"], end, color="tab:red" if failed else color,
+                         alpha=0.18 if run["kind"] == "round" else 0.08, lw=0)
+        if run["kind"] == "round":
+            axes[3].text(run["start_min"], axes[3].get_ylim()[1] * 0.92, run["step"], fontsize=6, color="tab:green")
     for axis in axes:
         axis.axvline(warmup_min, color="grey", ls=":", lw=0.8)
         axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
         axis.grid(alpha=0.3)
-    fig.suptitle("orchrm soak: dagster-daemon with the loop on (SIMULATED environment, tiny models)")
+    fig.suptitle("orchrm soak: dagster-daemon with the loop and its rounds on (SIMULATED environment, tiny models); "
+                 "green bands: rounds, olive: rollouts")
     fig.tight_layout()
     fig.savefig(path, dpi=80, bbox_inches="tight")
 
@@ -282,6 +329,10 @@ def main() -> None:
     parser.add_argument("--batch-interval-s", type=float, default=120.0,
                         help="loop.batching.interval_s: one batch of the landed small files per interval")
     parser.add_argument("--rounds", type=int, default=1000, help="the loop's rounds (so they keep coming)")
+    parser.add_argument("--accuracy-margin", type=float, default=1.0,
+                        help="the rounds' accuracy_margin: tiny random models learn nothing, so at 1.0 every round is "
+                             "promoted and rolls out, and the next round waits at the barrier for its rollouts (the "
+                             "loop as it runs when rounds help); -1: the daemon location's default")
     parser.add_argument("--sample-s", type=float, default=60.0)
     parser.add_argument("--poll-s", type=float, default=15.0)
     parser.add_argument("--warmup-min", type=float, default=10.0)
@@ -296,6 +347,8 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="the summary and figure again from --out's samples.csv and state.json")
     args = parser.parse_args()
+    if args.accuracy_margin is not None and args.accuracy_margin < 0:
+        args.accuracy_margin = None
     args.out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
         state = json.loads((args.out / "state.json").read_text())
@@ -304,7 +357,8 @@ def main() -> None:
                        for row in csv.DictReader(rows)]
         report(args, state["t0"], samples, {int(k): v for k, v in state["landed"].items()}, state["members"],
                state["done_at"], [tuple(f) for f in state["failures"]], None,
-               end=state.get("end") or state["t0"] + samples[-1]["minute"] * 60)
+               end=state.get("end") or state["t0"] + samples[-1]["minute"] * 60, lane=state.get("lane", []),
+               rounds=state.get("rounds", []))
         return
     work = args.out / "work"
     shutil.rmtree(work, ignore_errors=True)
@@ -379,16 +433,20 @@ def main() -> None:
         soak.stop_landing.set()
         sample_file.close()
         failures = failed_runs(soak.instance)
+        lane = round_lane_runs(soak.instance, t0)
+        rows = soak.query("select round, promoted, rm_version, rm_batches, rollout_batches, rollouts_trained_by "
+                          "from grpo_rounds order by round", ("grpo_rounds",)) or []
         soak.stop()
     (args.out / "state.json").write_text(json.dumps({"t0": t0, "end": time.time(), "landed": soak.landed,
-                                                      "members": members,
-                                                      "done_at": done_at, "failures": failures}))
-    report(args, t0, samples, soak.landed, members, done_at, failures, end_landing)
+                                                      "members": members, "done_at": done_at, "failures": failures,
+                                                      "lane": lane, "rounds": rows}))
+    report(args, t0, samples, soak.landed, members, done_at, failures, end_landing, lane=lane, rounds=rows)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def report(args, t0, samples, landed, members, done_at, failures, end_landing, end: float | None = None) -> None:
+def report(args, t0, samples, landed, members, done_at, failures, end_landing, end: float | None = None,
+           lane: list[dict] = (), rounds: list[dict] = ()) -> None:
     end = end or time.time()
     for sample in samples:  # one code server at a time, but a new one each workspace reload (the old lives on
         # while its runs do): per server
@@ -415,7 +473,7 @@ def report(args, t0, samples, landed, members, done_at, failures, end_landing, e
         writer = csv.DictWriter(out, fieldnames=["batch_id", "files", "landed_min", "latency_s", "waited_s"])
         writer.writeheader()
         writer.writerows(batches)
-    plot(samples, batches, args.out / "soak.png", args.warmup_min)
+    plot(samples, batches, args.out / "soak.png", args.warmup_min, lane)
 
     print("\n==== soak summary (SIMULATED environment, tiny random models) ====")
     print(f"ran {(end - t0) / 60:.1f} min; {len(landed)} files landed ({args.runs_per_file} runs each, one every "
@@ -445,6 +503,27 @@ def report(args, t0, samples, landed, members, done_at, failures, end_landing, e
         growth[key] = fitted
         print(f"  {key:24s} {values[0] if values else '-':>9} -> {values[-1] if values else '-':>9}   "
               f"fitted {_pct(fitted)}   last/first {_pct(plain)}")
+    hours = (end - t0) / 3600
+    finished = [r for r in lane if r["kind"] == "round" and r["status"] == "SUCCESS"]
+    gaps = round_gaps(lane)
+    print(f"rounds: {len(finished)} finished in {hours * 60:.0f} min ({len(finished) / hours:.1f} an hour), "
+          f"{len(rounds)} rows in grpo_rounds ({sum(1 for r in rounds if r['promoted'])} promoted); "
+          f"rollouts: {sum(1 for r in lane if r['kind'] == 'rollout' and r['status'] == 'SUCCESS')}")
+    for run in lane:
+        print(f"  {run['step'] or run['kind']:28s} {run['status']:8s} minute {run['start_min']} -> {run['end_min']}")
+    print("due -> start of each round after the first (due: the previous round's lane work ended): "
+          + (", ".join(f"{g['round']} {g['gap_s']:.0f} s" for g in gaps) or "none"))
+    if gaps:
+        print(f"  gap p50 {_min(percentile([g['gap_s'] for g in gaps], 0.5))}, max "
+              f"{_min(max(g['gap_s'] for g in gaps))}")
+    for row in rounds:  # the barrier, recorded: a retraining read the predecessor's rollouts before the round began
+        rollouts, seen = set(row.get("rollout_batches") or []), set(row.get("rm_batches") or [])
+        trained_by = row.get("rollouts_trained_by")
+        print(f"  round {row['round']}: champion v{row['rm_version']} (trained on {len(seen)} batches); the last "
+              f"promoted round's {len(rollouts)} rollout batches: "
+              + ("none" if not rollouts else
+                 f"in the champion's pairs" if rollouts <= seen else
+                 f"trained on by v{trained_by} (not crowned)" if trained_by else "no retraining was due"))
     print(f"failed runs: {len(failures)}")
     for run_id, what, cause in failures:
         print(f"  {run_id} {what}: {cause}")
@@ -456,6 +535,7 @@ def report(args, t0, samples, landed, members, done_at, failures, end_landing, e
     print(f"  fds flat (daemon, code server, all < 10%): {_verdict(all(g is not None and g < 0.10 for g in fds))}")
     print(f"  p95 landing -> champion scores within 10 min: {_verdict(bool(latencies) and p95 <= 600)}")
     print(f"  no failed run (none injected): {_verdict(not failures)}")
+    print(f"  at least two rounds an hour: {_verdict(len(finished) / hours >= 2)}")
     print(f"samples: {args.out / 'samples.csv'}; batches: {args.out / 'batches.csv'}; figure: {args.out / 'soak.png'}")
 
 

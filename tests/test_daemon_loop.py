@@ -8,8 +8,10 @@ import json
 import os
 import shutil
 import signal
+import itertools
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,7 +37,7 @@ def tiny(tmp_path_factory):
 
 
 class Daemon:
-    def __init__(self, tmp_path: Path, tiny, attempts: int = 2, bare: bool = False):
+    def __init__(self, tmp_path: Path, tiny, attempts: int = 2, bare: bool = False, env: dict | None = None):
         self.storage = tmp_path / "storage"
         self.home = tmp_path / "dagster_home"
         self.workspace = tmp_path / "workspace.yaml"
@@ -44,7 +46,7 @@ class Daemon:
         self.env = {**os.environ, "ORCHRM_STORAGE": str(self.storage), "DAGSTER_HOME": str(self.home),
                     "ORCHRM_TEST_TINY_POLICY": tiny[0], "ORCHRM_TEST_TINY_BACKBONE": tiny[1],
                     "ORCHRM_TEST_ATTEMPTS": str(attempts), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                    "PYTHONPATH": str(REPO)}
+                    "PYTHONPATH": str(REPO), **(env or {})}
         os.environ["ORCHRM_STORAGE"], os.environ["DAGSTER_HOME"] = str(self.storage), str(self.home)
         if bare:  # as a Dagster user starts a daemon: on an empty DAGSTER_HOME, no orchrm command run before
             self.home.mkdir(parents=True)
@@ -171,6 +173,66 @@ def test_the_daemon_alone_ingests_pairs_trains_scores_and_retrains(tmp_path, tin
     finally:
         daemon.stop()
     print("timings (s):", timings)
+
+
+def test_under_a_stream_rounds_start_each_after_its_predecessors_rollouts_and_every_batch_is_scored(tmp_path, tiny):
+    """As a team runs it: a bare DAGSTER_HOME, the rounds switched on once a champion exists (SIMULATED environment,
+    tiny models, every round promoted so each rolls out), and a batch landing every minute throughout. Two rounds are
+    recorded; round 2 starts only after round 1's rollout batches were ingested, and its row names them among the
+    batches its champion trained on; every batch that landed is scored by the champion."""
+    daemon = Daemon(tmp_path, tiny, bare=True, env={
+        "ORCHRM_TEST_ENVIRONMENT": "simulated", "ORCHRM_TEST_ROUNDS": "2", "ORCHRM_TEST_ACCURACY_MARGIN": "1.0",
+        "ORCHRM_TEST_RETRAIN_MIN_NEW_PAIRS": "1"})  # any new pair makes a retraining due: the rollouts' too
+    timings: dict[str, float] = {}
+    stop = threading.Event()
+    landed: list[str] = []
+
+    def stream() -> None:
+        for number in itertools.count():
+            name = f"stream-{number:03d}.jsonl"
+            daemon.land(tmp_path, name, batch(40, seed=10 + number, first_problem=80 + (number * 5) % 40))
+            landed.append(name)
+            if stop.wait(60):
+                return
+
+    lander = threading.Thread(target=stream, daemon=True)
+    try:
+        started = time.monotonic()
+        daemon.land(tmp_path, "history.jsonl", batch(160, seed=1, first_problem=80))
+        daemon.wait("a champion", lambda: value(daemon.query(
+            "select count(*) n from rm_checkpoints where is_champion")) == 1, timings, started)
+        lander.start()
+        daemon.dagster("sensor", "start", "grpo_loop_sensor")
+        daemon.wait("two rounds recorded", lambda: value(daemon.query("select count(*) n from grpo_rounds")) == 2,
+                    timings, started)
+        stop.set()
+        lander.join(120)
+        daemon.wait("every batch scored by the champion", lambda: value(daemon.query(
+            "select count(distinct r.batch_id) n from runs r join rm_scores s using (run_id) where s.rm_version in "
+            "(select version from rm_checkpoints where is_champion) and r.batch_id like 'stream-%'")) == len(landed),
+            timings, started)
+        rounds = daemon.query("select round, promoted, rm_version, rm_batches, rollout_batches, rollouts_trained_by "
+                              "from grpo_rounds order by round")
+        assert [r["round"] for r in rounds] == [1, 2] and rounds[0]["promoted"]
+        assert rounds[0]["rollout_batches"] is None  # no round before it rolled out
+        rollouts, trained_by = rounds[1]["rollout_batches"], rounds[1]["rollouts_trained_by"]
+        # a retraining read them before round 2 started (any new pair made one due); where its version won the
+        # gate it is round 2's champion, and the champion's batches hold them
+        assert len(rollouts) == 2 and trained_by is not None and trained_by >= rounds[0]["rm_version"]
+        assert (trained_by <= rounds[1]["rm_version"]) == set(rollouts).issubset(rounds[1]["rm_batches"])
+        with dg.DagsterInstance.get() as instance:
+            [round_2] = instance.get_run_records(dg.RunsFilter(tags={"orchrm/step": "round:2"}, statuses=[
+                dg.DagsterRunStatus.SUCCESS]))
+            for rollout in rollouts:  # each of round 1's rollout batches was ingested before round 2 started
+                ingests = instance.get_run_records(dg.RunsFilter(
+                    job_name="ingest_run_batch", tags={"dagster/partition": rollout.split("@")[0]},
+                    statuses=[dg.DagsterRunStatus.SUCCESS]))
+                assert any(r.end_time <= round_2.start_time for r in ingests), rollout
+        assert len(landed) >= 3  # the stream ran throughout
+    finally:
+        stop.set()
+        daemon.stop()
+    print("timings (s):", timings, "batches landed:", len(landed))
 
 
 def runs_in(*statuses) -> list:

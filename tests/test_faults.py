@@ -84,7 +84,7 @@ def test_every_pool_has_its_limit_row_before_a_run_claims_a_slot(isolated_env):
     from orchrm_dagster.app.instance import cli_instance
 
     limits = {p.name: (p.limit, p.from_default) for p in cli_instance().event_log_storage.get_pool_limits()}
-    assert limits == {"warehouse": (1, True), "gpu": (1, True)}
+    assert limits == {"warehouse": (1, True), "gpu": (1, True), "policy": (1, True)}
 
 
 def test_a_pool_row_created_by_another_process_meanwhile_is_not_an_error(isolated_env, monkeypatch):

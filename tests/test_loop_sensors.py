@@ -66,9 +66,10 @@ def command_requests(defs, settings, monkeypatch) -> list[tuple]:
 def test_the_sensors_and_the_loop_command_make_the_same_requests_from_the_same_state(tmp_path, monkeypatch, state):
     from orchrm_dagster.definitions import build_definitions
 
-    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(state, runs=runs))
+    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(
+        state, runs=runs))
     resources = {"storage": storage(tmp_path), "loop": LoopResource(rounds=3)}
-    by_sensors = sensor_requests(loop_sensor, resources) + sensor_requests(grpo_loop_sensor, resources)
+    by_sensors = sensor_requests(grpo_loop_sensor, resources) + sensor_requests(loop_sensor, resources)
     defs = build_definitions(storage=resources["storage"], loop=resources["loop"])
     by_command = command_requests(defs, resources["loop"].to_engine(), monkeypatch)
     assert by_sensors and by_sensors == by_command
@@ -118,7 +119,7 @@ def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
 
 
 def test_a_rollout_of_two_policies_asks_for_each_new_partition_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(ROLLING_OUT, runs=runs))
+    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(ROLLING_OUT, runs=runs))
     with orchrm_instance_for_test() as instance:
         result = grpo_loop_sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": storage(tmp_path), "loop": LoopResource(rounds=3)}))
@@ -134,7 +135,7 @@ BLOCKED = dataclasses.replace(ROLLING_OUT, champion=None, rounds=(), no_champion
 
 @pytest.mark.parametrize("sensor", [loop_sensor, grpo_loop_sensor], ids=["learning", "rounds"])
 def test_a_tick_that_asks_for_nothing_gives_the_loop_s_decision_as_its_reason(tmp_path, monkeypatch, sensor):
-    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs: dataclasses.replace(BLOCKED, runs=runs))
+    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(BLOCKED, runs=runs))
     with orchrm_instance_for_test() as instance:
         result = sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": storage(tmp_path), "loop": LoopResource()}))

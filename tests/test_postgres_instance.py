@@ -57,16 +57,22 @@ def postgres():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def storage_on(port: int) -> str:
+    """The dagster.yaml lines that put an instance's storage on the test's server."""
+    return f"""\
+storage:
+  postgres:
+    postgres_db: {{hostname: 127.0.0.1, port: {port}, username: orchrm, password: "", db_name: dagster,
+                  scheme: postgresql+psycopg2}}
+"""
+
+
 def test_two_runs_at_once_and_the_sensor_on_a_postgres_instance(postgres, tmp_path, monkeypatch):
     import dagster as dg
 
     home = tmp_path / "dagster_home_pg"
     home.mkdir()
-    (home / "dagster.yaml").write_text(f"""\
-storage:
-  postgres:
-    postgres_db: {{hostname: 127.0.0.1, port: {postgres}, username: orchrm, password: "", db_name: dagster,
-                  scheme: postgresql+psycopg2}}
+    (home / "dagster.yaml").write_text(storage_on(postgres) + """\
 concurrency:
   pools:
     default_limit: 1
@@ -102,7 +108,10 @@ telemetry:
         context = dg.build_sensor_context(instance=instance, resources={"storage": defs.resources["storage"],
                                                                         "loop": defs.resources["loop"]})
         result = loop_sensor(context)
-        assert [r.partition_key for r in result.run_requests] == ["three.jsonl"]  # the other two are ingested
+        # the other two are ingested: the third is, and the pairs are rebuilt from them meanwhile (the learning lane
+        # asks each step as it falls due)
+        assert [(r.job_name, r.partition_key) for r in result.run_requests] == [
+            ("ingest_run_batch", "three.jsonl"), ("rebuild_pairs", None)]
         [outcome] = ingest_landed(defs, ["three.jsonl"])
         assert outcome.status == "SUCCESS" and outcome.runs == 600
         runs = instance.get_runs(dg.RunsFilter(job_name="ingest_run_batch"))
@@ -112,3 +121,42 @@ telemetry:
     counts = defs.resources["storage"].warehouse().query(
         "select (select count(*) from runs) runs, (select count(*) from labels) labels").to_pylist()
     assert counts == [{"runs": 1800, "labels": 1800}]
+
+
+def test_on_a_shared_instance_the_reaper_judges_only_the_runs_provably_of_its_own_host(postgres, tmp_path):
+    """Runs on a Postgres instance may be any host's: one without a host tag (launched from the UI of another
+    machine, say) is left alone even when no process here has its worker's pid; one tagged with this host whose worker
+    is gone is failed, and so is a killed command's run of this host."""
+    import socket
+
+    import dagster as dg
+    from dagster._core.events import EngineEventData
+
+    from assets.runs import HOST_TAG, PID_TAG, fail_runs_whose_worker_died
+
+    home = tmp_path / "shared"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(storage_on(postgres) + "run_monitoring:\n  enabled: true\n")
+
+    @dg.op
+    def step():
+        pass
+
+    job = dg.GraphDefinition("g", node_defs=[step]).to_job()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        runs = {}
+        for name, tags in (("untagged", {}), ("elsewhere", {HOST_TAG: "another-host"}),
+                           ("mine", {HOST_TAG: socket.gethostname()}),
+                           ("my command", {HOST_TAG: socket.gethostname(), PID_TAG: str(gone.pid)})):
+            run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED, tags=tags)
+            if PID_TAG not in tags:
+                instance.report_engine_event(f"Started process for run (pid: {gone.pid}).", run,
+                                             EngineEventData.in_process(gone.pid))
+            runs[name] = run
+        failed = set(fail_runs_whose_worker_died(instance))
+        assert failed == {runs["mine"].run_id, runs["my command"].run_id}
+        for name in ("untagged", "elsewhere"):
+            assert instance.get_run_by_id(runs[name].run_id).status == dg.DagsterRunStatus.STARTED

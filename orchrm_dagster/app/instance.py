@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.instance_settings import settings_problem
 from assets.runs import ensure_pool_limits, fail_runs_whose_worker_died, free_slots_of_dead_runs
 from orchrm_dagster.app.dagster_home import (  # noqa: F401 (where the CLI's commands and tests look for them)
     PROJECT_DIR, _instance_lock, default_dagster_home, ensure_dagster_home, write_dotenv)
@@ -18,6 +19,7 @@ def cli_instance() -> dg.DagsterInstance:
     with _instance_lock(home):
         instance = dg.DagsterInstance.get()
         ensure_pool_limits(instance)
-    fail_runs_whose_worker_died(instance)
-    free_slots_of_dead_runs(instance)
+    if settings_problem(instance) is None:  # an instance whose settings the loop refuses is not reaped either
+        fail_runs_whose_worker_died(instance)
+        free_slots_of_dead_runs(instance)
     return instance

@@ -26,16 +26,18 @@ def drive(defs: dg.Definitions, settings: LoopSettings, on_step: Callable[[Step]
           on_decision: Callable[[Decision], None] = lambda decision: None, poll_s: float = 5.0,
           on_log: Callable[[str], None] = lambda line: None) -> Decision:
     """Asks the engine what happens next and runs the steps it returns, in-process on the shared instance, with
-    the run requests the sensors would make, until the loop stops (its rounds or budget are spent). Steps another
-    process runs (the daemon, say) are waited for. `on_log` hears each step's run log as it is written (a round's
-    progress, from its training process)."""
+    the run requests the sensors would make, until the loop stops (its rounds or budget are spent, and the learning
+    lane has nothing left to do: the last rollouts are ingested, paired, trained on and scored). The rounds lane's
+    steps come first in each decision, so a round never waits behind the learning lane's. Steps another process
+    runs (the daemon, say) are waited for. `on_log` hears each step's run log as it is written (a round's progress,
+    from its training process)."""
     instance = cli_instance()
     root = defs.resources["storage"].storage_root()
     done: set[str] = set()
     while True:
-        decision = decide(loop_state(instance, root), settings)
+        decision = decide(loop_state(instance, root, rounds_on=True), settings)
         on_decision(decision)
-        if decision.stopped:
+        if decision.stopped and not decision.steps:
             return decision
         if not decision.steps and decision.waiting:
             time.sleep(poll_s)

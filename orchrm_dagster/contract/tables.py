@@ -315,6 +315,14 @@ GRPO_ROUNDS = pa.schema(
         # the gate's own cost: held-out plans sampled (prompt and completion), executed and scored, and the scoring
         # of the runs the calibration was fitted on (a reused side costs nothing)
         ("heldout_tokens", pa.int64()),
+        # What the round started on (grpo.barrier), each batch as `batch_id@generation` of its runs: the batches whose
+        # pairs the champion (rm_version) trained on (null: not recorded for that version), and those the last
+        # promoted round's rollouts landed (null: no such round). The loop starts a round once the latter are in the
+        # pairs and, where they made a retraining due, trained on: by the first version whose pairs held them all
+        # (`rollouts_trained_by`; the champion, or a challenger its gate turned down; null: no retraining was due).
+        ("rm_batches", pa.list_(pa.string())),
+        ("rollout_batches", pa.list_(pa.string())),
+        ("rollouts_trained_by", pa.int64()),
     ]
 )
 

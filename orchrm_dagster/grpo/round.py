@@ -20,6 +20,7 @@ from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.environments import Executor, executor_for
 from orchrm_dagster.faults import fault_point
 from orchrm_dagster.grpo import progress
+from orchrm_dagster.grpo.barrier import barrier_columns
 from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_model_dir, checkpoint_policies,
                                              checkpoint_row, policy_manifest, policy_name, policy_store,
                                              publish_checkpoint, read_table, round_lock, round_name)
@@ -115,6 +116,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     problem = recipe_problem(settings.start, trained_on(root, rm_version))
     if problem is not None:
         raise ValueError(problem)
+    started_on = barrier_columns(root, round_number, rm_version)  # what the champion read; the rollouts before it
     train, held_out = round_problems(root, settings, round_number)
     executor = executor_for(settings.execution, lambda: build_backend(subagents))
     on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name}), executed in the "
@@ -169,7 +171,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     row = _round_row(round_number, settings, rm_version, trained, before, after, time.perf_counter() - started,
                      policy.name, verdict, published=checkpoint is not None, executor=executor,
                      calibration=calibration, heldout_tokens=calibration_tokens + before.tokens
-                     + (after.tokens if after is not before else 0))
+                     + (after.tokens if after is not before else 0)) | started_on
     path = None
     if checkpoint is not None:
         registered = checkpoint_row(round_number, str(policy_store(root).folder(round_number)), model_dir,

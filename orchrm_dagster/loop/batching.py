@@ -33,8 +33,15 @@ class BatchingSettings:
     max_bytes: int = Field(default=256 << 20, description="A batch of small files holds at most this many bytes")
     alone_bytes: int = Field(default=64 << 20, description="A file this large goes alone, at once, in a batch named "
                                                           "after it (its ingest reads it in parallel chunks)")
-    interval_s: float = Field(default=1800.0, description="Steady state: one batch of small files that is not full "
-                                                          "per interval (a full batch goes at once)")
+    interval_s: float = Field(
+        default=1800.0, description="Steady state: one batch of small files that is not full per interval (a full "
+                                    "batch goes at once). It is the latency a stream of small files pays before its "
+                                    "ingest starts, and the partitions it makes: at 1800 s about 50 batches a day and "
+                                    "a wait landing -> cut of p50 10-15 min, p95 20-29 min; at 120 s, 72-720 batches a "
+                                    "day (a file every 20 min to every 2 min; 576 for a file every 6 s) and a wait of "
+                                    "p95 0.5-2.3 min (bench/batching_latency.py, the engine's rule over a simulated "
+                                    "day); then ingest and the champion's scores (bench/soak.py). Lower it where runs "
+                                    "should be scored within minutes")
     burst: int = Field(default=4, description="Batches that are not full cut back to back before interval_s "
                                               "applies: after a quiet spell, what lands goes at once")
     settle_s: float = Field(default=5.0, description="A batch that is not full waits until none of its files landed "

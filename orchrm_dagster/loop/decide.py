@@ -1,26 +1,34 @@
 """The loop's rules, written once: from the loop's state, what happens next. The daemon's sensors and
 `orchrm loop` both ask this function and request exactly the steps it returns.
 
-The order is the chain's: ingest what landed; rebuild pairs from what is ingested; retrain the reward model once
-enough new pairs arrived; score every run with the champion; then the GRPO part: roll out the last promoted
-checkpoint, and start the next round, until the rounds or the token budget are spent. While the rounds' domain has
-no champion reward model (none trained yet, or none whose validation accuracy beat chance), the loop is blocked and
-says why. A step whose run is in flight is waited for; a step that failed `max_attempts` times is given up on and
-reported with its cause. A batch that failed holds nothing: the chain goes on with the batches that are ingested.
+Two lanes, decided apart, so that neither waits for a lull in the other:
+
+- the learning lane, each step of the chain as it falls due: ingest what landed; score new batches with the
+  champion; rebuild pairs from what is ingested; retrain the reward model once enough new pairs arrived;
+- the rounds lane: roll out the last promoted checkpoint, then start the next round, until the rounds or the token
+  budget are spent. A round waits only for what it depends on: a champion for its domain, and the last promoted
+  round's rollout batches ingested, scored, in the pairs and, where they made a retraining due, trained on (the
+  barrier). While it waits for its rollouts to reach the pairs, a retraining that would not read them is deferred,
+  up to `retrain_defer_s`.
+
+While the rounds' domain has no champion reward model (none trained yet, or none whose validation accuracy beat
+chance), the rounds lane is blocked and says why. A step whose run is in flight is waited for; a step that failed
+`max_attempts` times is given up on and reported with its cause. A batch that failed holds nothing: the chain goes on
+with the batches that are ingested. The rounds lane's steps come first: `orchrm loop` runs them in that order.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from orchrm_dagster.grpo import GRPOSettings
 from orchrm_dagster.loop.batching import cut_batches
 from orchrm_dagster.loop.settings import LoopSettings
-from orchrm_dagster.loop.state import Batch, LoopState
+from orchrm_dagster.loop.state import Batch, LoopState, Round
 from orchrm_dagster.orchestration import ExecutionSettings, PlanSamplingSettings
 from orchrm_dagster.storage import NewBatch, batch_name, files_fingerprint, ingested_state
 from orchrm_dagster.rm import RMTrainConfig, domain_of
@@ -99,9 +107,6 @@ class _Draft:
             return
         self.steps.append(dataclasses.replace(step, attempt=attempts))
 
-    def decision(self, stopped: str | None = None) -> Decision:
-        return Decision(tuple(self.steps), tuple(self.waiting), self.blocked, tuple(self.failed), stopped)
-
 
 def ingest_step(batch: Batch, cut: NewBatch | None = None) -> Step:
     """Ingesting one batch as its files are landed now (a file replaced since is another step); `cut`: the batch as
@@ -154,16 +159,39 @@ def unclean_batch_states(state: LoopState, reported: Collection[str] = ()) -> li
 
 
 def decide(state: LoopState, settings: LoopSettings) -> Decision:
-    draft = _Draft(state, settings)
+    rounds = _Draft(state, settings)
+    stopped = _rounds(rounds)
+    learning = _Draft(state, settings)
+    _learning_lane(learning)
+    return Decision(tuple(rounds.steps + learning.steps), tuple(learning.waiting + rounds.waiting), rounds.blocked,
+                    tuple(rounds.failed + learning.failed), stopped)
+
+
+def _learning_lane(draft: _Draft) -> None:
+    """Each step of the chain that is due, asked together: ingest what landed, score new batches with the champion,
+    rebuild the pairs, retrain the reward model. None waits for another to be asked: under a steady stream one of
+    them is nearly always due, and a chain that asked one at a time starved those behind it (a soak of a batch every
+    2 minutes scored none in an hour, 2026-12-03; a model of the stream, tests/loop/test_stream.py, never retrained
+    while a batch landed every third tick). A step in flight is waited for, and one whose inputs moved on since is
+    asked once it ended (`SUPERSEDING`); the warehouse and model pools run them one at a time."""
+    state = draft.state
     for batch in state.batches:
         if not batch.ingested:
             draft.ask(ingest_step(batch))
     _cut_landed(draft)
-    if draft.steps:  # what is landing now is ingested before pairs are built; a failed batch holds nothing
-        return draft.decision()
-    if _learning(draft):
-        return draft.decision()
-    return _rounds(draft)
+    if state.champion is not None and state.batches_to_score:
+        draft.ask(Step("scores", f"scores:v{state.champion}:{state.inputs}", 0,
+                       f"{len(state.batches_to_score)} batches without the champion's scores"))
+    if state.ingested_batches and state.pairs_inputs != state.inputs:
+        draft.ask(Step("pairs", f"pairs:{state.inputs}", 0, "the ingested batches changed"))
+    step = retraining(state, draft.settings)
+    if step is None:
+        return
+    deferred = _deferred_by_round(state, draft.settings)
+    if deferred:
+        draft.waiting.append(f"{step.key} (deferred: {deferred})")
+        return
+    draft.ask(step)
 
 
 def _cut_landed(draft: _Draft) -> None:
@@ -183,62 +211,122 @@ def _cut_landed(draft: _Draft) -> None:
         draft.waiting.append(f"{cut.waiting} landed file(s) (their batch is cut by {when}, unless it fills first)")
 
 
-def _learning(draft: _Draft) -> bool:
-    """Scores, pairs and reward model; True when one of them is asked for or holds the rest. The champion's scores of
-    new batches come first: under a steady stream of batches a retraining is nearly always due, and scores asked
-    after it waited behind every one (a soak of a batch every 2 minutes scored none in an hour, 2026-12-03)."""
-    state, settings = draft.state, draft.settings
-    if state.champion is not None and state.batches_to_score:
-        draft.ask(Step("scores", f"scores:v{state.champion}:{state.inputs}", 0,
-                       f"{len(state.batches_to_score)} batches without the champion's scores"))
-        return True
-    if state.ingested_batches and state.pairs_inputs != state.inputs:
-        draft.ask(Step("pairs", f"pairs:{state.inputs}", 0, "the ingested batches changed"))
-        return True
+def retraining(state: LoopState, settings: LoopSettings) -> Step | None:
+    """The reward model's retraining when one is due (no reward model yet, `retrain_min_new_pairs` new pairs, or the
+    rounds' recipe trains on other pair sources), else None."""
     config = settings.reward_model_config()
     recipe_changed = state.trained_on is not None and state.trained_on != config.pair_sources
-    if state.pairs and (state.new_pairs is None or state.new_pairs >= settings.retrain_min_new_pairs
-                        or recipe_changed):
-        why = ("no reward model yet" if state.new_pairs is None else
-               f"the rounds' recipe trains it on {', '.join(config.pair_sources) or 'every'} pairs, the latest on "
-               f"{', '.join(state.trained_on) or 'every source'}" if recipe_changed else
-               f"{state.new_pairs} new pairs since the reward model last trained "
-               f"(retrains at {settings.retrain_min_new_pairs})")
-        recipe = f":{','.join(config.pair_sources)}" if config.pair_sources else ""
-        draft.ask(Step("reward_model", f"reward_model:{state.inputs}{recipe}", 0, why, reward_model=config))
+    if not state.pairs or not (state.new_pairs is None or state.new_pairs >= settings.retrain_min_new_pairs
+                               or recipe_changed):
+        return None
+    why = ("no reward model yet" if state.new_pairs is None else
+           f"the rounds' recipe trains it on {', '.join(config.pair_sources) or 'every'} pairs, the latest on "
+           f"{', '.join(state.trained_on) or 'every source'}" if recipe_changed else
+           f"{state.new_pairs} new pairs since the reward model last trained "
+           f"(retrains at {settings.retrain_min_new_pairs})")
+    recipe = f":{','.join(config.pair_sources)}" if config.pair_sources else ""
+    return Step("reward_model", f"reward_model:{state.inputs}{recipe}", 0, why, reward_model=config)
+
+
+def _deferred_by_round(state: LoopState, settings: LoopSettings) -> str | None:
+    """Why a due retraining waits, or None: the next round waits for the last promoted round's rollouts to reach the
+    pairs, a retraining now would not read them (and would hold the reward model's slot when the round's own
+    retraining is due), and the latest reward model is younger than `retrain_defer_s`."""
+    last = _last_promoted(state)
+    if (not state.rounds_on or last is None or len(state.rounds) >= settings.rounds or state.trained_at is None
+            or not _rollouts_outside_pairs(state, settings, last)):
+        return None
+    age = state.now - state.trained_at
+    if age >= settings.retrain_defer_s:
+        return None
+    return (f"round {state.rounds[-1].round + 1} waits for round {last.round}'s rollouts to reach the pairs; the "
+            f"reward model trained {age / 60:.0f} min ago (retrain_defer_s {settings.retrain_defer_s:.0f})")
+
+
+def _last_promoted(state: LoopState) -> Round | None:
+    return next((r for r in reversed(state.rounds) if r.promoted), None)
+
+
+def _rollout_policies(settings: LoopSettings, last: Round) -> tuple[str, ...]:
+    return (last.policy, last.base_policy) if settings.rollout_base else (last.policy,)
+
+
+def _rollouts_outside_pairs(state: LoopState, settings: LoopSettings, last: Round) -> bool:
+    """Whether any rollout of `last` has not yet reached the pairs (not run, not landed, not ingested, or its batch
+    as ingested now not among those the pairs were built from)."""
+    if any(f"rollout:{last.round}:{p}" not in state.runs.succeeded for p in _rollout_policies(settings, last)):
         return True
-    return False
+    return any(not _in(state.pairs_batches, b) for b in _rollout_batches(state, settings, last))
 
 
-def _rounds(draft: _Draft) -> Decision:
+def _rollout_batches(state: LoopState, settings: LoopSettings, last: Round) -> list[tuple[str, str]]:
+    """(batch id, runs generation) of each batch `last`'s rollouts landed, but those ingested with no runs."""
+    ingested = {b.batch_id for b in state.batches if b.ingested}
+    landed = [last.rollout_batches[p] for p in _rollout_policies(settings, last) if p in last.rollout_batches]
+    return [b for b in landed if b[1] or b[0] not in ingested]
+
+
+def _in(recorded: Mapping[str, str] | None, batch: tuple[str, str]) -> bool:
+    batch_id, generation = batch
+    return bool(generation) and recorded is not None and recorded.get(batch_id) == generation
+
+
+def _barrier(state: LoopState, settings: LoopSettings, last: Round) -> str | None:
+    """What the next round waits for of `last`'s rollouts (None: nothing): their batches ingested, scored by the
+    champion, in the pairs, and trained on where they made a retraining due. A rollout that landed no batch leaves
+    nothing to wait for."""
+    ingested = {b.batch_id for b in state.batches if b.ingested}
+    landed = _rollout_batches(state, settings, last)
+    names = lambda batches: ", ".join(batch_id for batch_id, _ in batches)  # noqa: E731
+    waits = [(what, pending) for what, pending in (
+        ("ingested", [b for b in landed if b[0] not in ingested or not b[1]]),
+        ("scored by the champion", [b for b in landed if b[0] in state.batches_to_score]),
+        ("in the pairs", [b for b in landed if not _in(state.pairs_batches, b)]),
+    ) if pending]
+    if waits:
+        what, pending = waits[0]
+        return f"round {last.round}'s rollout batches to be {what}: {names(pending)}"
+    untrained = [b for b in landed if not _in(state.trained_batches, b)]
+    if untrained and retraining(state, settings) is not None:
+        return f"a retraining on round {last.round}'s rollout batches ({names(untrained)}), which made it due"
+    return None
+
+
+def _rounds(draft: _Draft) -> str | None:
+    """The rounds lane; returns why the rounds stopped, or None."""
     state, settings = draft.state, draft.settings
     domain = domain_of(settings.round.benchmark)
     if domain in state.no_champion:  # `read_state` names every domain without a champion, and why
         # no round is rewarded by a reward model that has not shown, on held-out pairs, that it learned
         draft.blocked = state.no_champion[domain]
-        return draft.decision()
+        return None
     last = state.rounds[-1] if state.rounds else None
     if last is not None and not last.registered:  # killed between its verdict and its checkpoint's registration
         draft.ask(Step("round", f"round:{last.round}", 0, f"round {last.round}'s checkpoint to register",
                        round=last.round, grpo=settings.round))
-        return draft.decision()
+        return None
     if last is not None and last.promoted and _rollout(draft, last):
-        return draft.decision()
+        return None
     if len(state.rounds) >= settings.rounds:
-        return draft.decision(f"the loop has run its {settings.rounds} rounds")
+        return f"the loop has run its {settings.rounds} rounds"
     spent = state.spending(settings.rollout_seed, settings.rollout_base)
     if settings.token_budget is not None and spent.total >= settings.token_budget:
-        return draft.decision(f"the loop has spent its token budget ({spent.text()} of {settings.token_budget:,})")
+        return f"the loop has spent its token budget ({spent.text()} of {settings.token_budget:,})"
     number = (last.round if last else 0) + 1
+    promoted = _last_promoted(state)
+    waits = _barrier(state, settings, promoted) if promoted is not None else None
+    if waits:
+        draft.waiting.append(f"round:{number} (waits for {waits})")
+        return None
     draft.ask(Step("round", f"round:{number}", 0, f"round {number} of {settings.rounds}", round=number,
                    grpo=settings.round))
-    return draft.decision()
+    return None
 
 
 def _rollout(draft: _Draft, last) -> bool:
     """The promoted checkpoint (and the base policy) executes plans on the round's training problems once."""
     settings = draft.settings
-    policies = (last.policy, last.base_policy) if settings.rollout_base else (last.policy,)
+    policies = _rollout_policies(settings, last)
     sampling = PlanSamplingSettings(n_samples=settings.rollout_samples, problem_ids=last.train_problems,
                                     seed=settings.rollout_seed)
     pending = [p for p in policies if f"rollout:{last.round}:{p}" not in draft.state.runs.succeeded]

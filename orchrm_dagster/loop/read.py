@@ -8,22 +8,24 @@ import time
 
 import polars as pl
 
-from orchrm_dagster.grpo import policy_manifest, read_table, round_tokens
+from orchrm_dagster.grpo import policy_manifest, read_table, rollout_batches, round_tokens
 from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
-from orchrm_dagster.pairs import current_pair_ids, pairs_inputs
+from orchrm_dagster.pairs import current_pair_ids, pairs_batches, pairs_inputs
 from orchrm_dagster.rm import (batches_to_score, champion_refusals, current_champions, latest_version,
-                               new_pairs_since_training, newest_champion, trained_on)
-from orchrm_dagster.storage import BatchView, StorageRoot, landing_view, no_cycle_collection, scan_table
+                               new_pairs_since_training, newest_champion, trained_at, trained_batches, trained_on)
+from orchrm_dagster.storage import (BatchIndex, BatchView, StorageRoot, landing_view, no_cycle_collection,
+                                    scan_table)
 
 
-def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
+def read_state(root: StorageRoot, runs: StepRuns = StepRuns(), rounds_on: bool = True) -> LoopState:
+    """`rounds_on`: whether the rounds' part of the loop runs (the GRPO sensor is on; `orchrm loop`)."""
     built_from = pairs_inputs(root)
     latest = latest_version(root)
     pairs, new_pairs = _pair_counts(root, built_from, latest) if built_from is not None else (0, None)
     champions = current_champions(root)
     version = newest_champion(champions)  # changes whenever any domain's champion does
     landing = landing_view(root)  # the batch index and the landing zone: no read per batch or per file
-    found_rounds = rounds(root)
+    found_rounds = rounds(root, landing.index)
     to_score = tuple(batches_to_score(root, champions)) if champions else ()
     return LoopState(
         batches=_batches(landing),
@@ -39,6 +41,10 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
         champion=version,
         no_champion=champion_refusals(root, champions=champions, latest=latest),
         batches_to_score=to_score,
+        pairs_batches=_pairs_batches(root, built_from, landing.index),
+        trained_batches=trained_batches(root, latest) if latest is not None else None,
+        trained_at=trained_at(root, latest) if latest is not None else None,
+        rounds_on=rounds_on,
         rounds=found_rounds,
         runs=runs,
         rollout_tokens=rollout_tokens(root, found_rounds, landing.index.inputs),
@@ -46,6 +52,15 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns()) -> LoopState:
         retraining_tokens=retraining_tokens(root, found_rounds[0].rm_version if found_rounds else None, latest,
                                             (landing.index.inputs, version, to_score)),
     )
+
+
+def _pairs_batches(root: StorageRoot, built_from: str | None, index) -> dict[str, str] | None:
+    """The batches the pairs were built from; for pairs built before they were recorded, the batches as they are now
+    when the pairs were built from exactly these (the same `inputs`), else None."""
+    recorded = pairs_batches(root, built_from)
+    if recorded is None and built_from is not None and built_from == index.inputs:
+        return index.generations
+    return recorded
 
 
 _PAIR_COUNTS: dict[tuple[str, str, int | None], tuple[int, int | None]] = {}
@@ -90,17 +105,22 @@ def batch_from_view(view: BatchView) -> Batch:
     return Batch(view.batch_id, view.name, view.fingerprint, view.ingested, view.names, view.failed_files)
 
 
-def rounds(root: StorageRoot) -> tuple[Round, ...]:
+def rounds(root: StorageRoot, index: BatchIndex | None = None) -> tuple[Round, ...]:
+    """The finished rounds; the last promoted one with the batches its rollouts landed (from `index`, the batch
+    index as read now)."""
     rows = read_table(root, "grpo_rounds")
     registered = {row["name"] for row in read_table(root, "policy_checkpoints")} if rows else set()
+    last_promoted = max((row["round"] for row in rows if row["promoted"]), default=None)
     found = []
     for row in rows:
         manifest = _manifest(root, row["round"]) if row["promoted"] else {}  # a promoted round rolls out
+        benchmark, base = manifest.get("benchmark", ""), manifest.get("scratch_policy", "")
+        landed = (rollout_batches(index, benchmark, (row["policy_checkpoint"], base))
+                  if index is not None and row["round"] == last_promoted and row["policy_checkpoint"] else {})
         found.append(Round(row["round"], row["policy_checkpoint"], bool(row["promoted"]),
-                           round_tokens(row),
-                           manifest.get("benchmark", ""), manifest.get("scratch_policy", ""),
+                           round_tokens(row), benchmark, base,
                            tuple(manifest.get("train_problems", ())), row["rm_version"],
-                           row["policy_checkpoint"] is None or row["policy_checkpoint"] in registered))
+                           row["policy_checkpoint"] is None or row["policy_checkpoint"] in registered, landed))
     return tuple(found)
 
 

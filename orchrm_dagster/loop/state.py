@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from orchrm_dagster.storage import LandedFile
@@ -34,15 +34,21 @@ class Round:
     rm_version: int | None = None  # the champion that rewarded it
     registered: bool = True  # False: its verdict is recorded, its published checkpoint not yet a policy (its attempt
     # was killed in between: `grpo.commit_round`); the round is asked again, and its next attempt registers it
+    # policy -> (batch id, its runs' generation; "" while none are ingested) of the batch its rollout landed, for each
+    # policy whose rollout file is in the batch index (a promoted round's; `grpo.rollout_batches`)
+    rollout_batches: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class StepRuns:
-    """The orchestrator's runs of the loop's steps, by step key."""
+    """The orchestrator's runs of the loop's steps, by step key. Only membership and `failures.get(key)` are asked
+    for, so the orchestrator's layer may answer each key by looking up that key's runs (no window of recent runs that
+    a long stream outgrows)."""
 
-    in_flight: frozenset[str] = frozenset()
-    succeeded: frozenset[str] = frozenset()
-    failures: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # key -> (failed runs, latest cause)
+    in_flight: Collection[str] = frozenset()  # iterated too: every step in flight
+    succeeded: Collection[str] = frozenset()
+    failures: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # key -> (failed runs since its latest
+    # success, the latest one's cause)
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,12 @@ class LoopState:
     champion: int | None = None
     no_champion: Mapping[str, str] = field(default_factory=dict)  # domain -> why it has no champion (those without)
     batches_to_score: tuple[str, ...] = ()  # run batches without the champion's scores of their current runs
+    # batch id -> runs generation of the batches the pairs were built from, and those the latest reward model's
+    # pairs were built from (None: not recorded, or nothing built or trained yet)
+    pairs_batches: Mapping[str, str] | None = None
+    trained_batches: Mapping[str, str] | None = None
+    trained_at: float | None = None  # when the latest reward model finished training (seconds since the epoch)
+    rounds_on: bool = True  # whether the rounds' part of the loop runs (its sensor is on; `orchrm loop`)
     rounds: tuple[Round, ...] = ()
     runs: StepRuns = StepRuns()
     # what the loop spent beside its rounds (loop.read): the rollouts' runs (orchestrator and sub-agent tokens), by

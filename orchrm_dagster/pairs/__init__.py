@@ -7,7 +7,7 @@ from .published import (PUBLISHED_FIELDS, PUBLISHED_FORMATS, ImportedPairs, Know
 from .rules import (CORRECT_OVER_INCORRECT, SOURCES, SPECIALIZED_OVER_BASE, SPLITS, TRAIN, VALIDATION, PairRules,
                     pair_id, plan_salt, policy_side, question_key, rank_from_salts, sample_rank, split_for)
 from .table import (PairContext, PairsOutcome, build_pairs_table, current_pair_ids, export_pairs, load_rules,
-                    pairs_inputs, save_rules, training_pair_texts)
+                    pairs_batches, pairs_inputs, save_rules, training_pair_texts)
 from .texts import PAIR_TEXT_COLUMNS, pair_texts
 
 __all__ = [
@@ -15,7 +15,7 @@ __all__ = [
     "PUBLISHED_FORMATS", "PairContext", "PairRules", "PairStats", "PairsOutcome", "PolicyRuns", "SOURCES",
     "SPECIALIZED_OVER_BASE", "SPLITS", "TRAIN", "VALIDATION", "build_pairs", "build_pairs_table", "current_pair_ids",
     "export_pairs", "export_published", "import_published", "load_rules", "mix_sources",
-    "mix_within_tolerance", "normalise_source", "pairs_inputs", "pair_id", "pair_texts", "plan_salt", "policy_side",
+    "mix_within_tolerance", "normalise_source", "pairs_batches", "pairs_inputs", "pair_id", "pair_texts", "plan_salt", "policy_side",
     "published_format", "question_key", "rank_from_salts", "sample_rank", "save_rules", "split_for",
     "training_pair_texts", "write_published",
 ]

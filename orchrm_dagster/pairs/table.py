@@ -21,6 +21,7 @@ from orchrm_dagster.storage import StorageRoot, Warehouse, read_index, scan_tabl
 
 RULES_FILE = "rules.json"
 INPUTS_FILE = "inputs.txt"  # the ingested batches (the batch index's `inputs`) the pairs were built from
+BATCHES_FILE = "batches.json"  # the same batches, each with its runs' generation (the batch index's `generations`)
 BUILD_MEMORY_LIMIT = "2GB"
 
 
@@ -53,7 +54,7 @@ def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules,
                       context: PairContext = PairContext()) -> PairsOutcome:
     """Rebuilds `pairs` from the current runs and labels, and `imported_pairs` from `rules.import_files`; saves the
     rules beside the pairs (`load_rules` reads them back) and which ingested batches they were built from."""
-    inputs = read_index(root).inputs  # taken before the build: a batch replaced meanwhile makes them stale
+    index = read_index(root)  # taken before the build: a batch replaced meanwhile makes them stale
     with tempfile.TemporaryDirectory(prefix="orchrm-pairs-") as staging:
         out = str(Path(staging, "pairs.parquet"))
         with warehouse.scratch_connection(("runs", "labels"), memory_limit=BUILD_MEMORY_LIMIT) as con:
@@ -62,8 +63,10 @@ def build_pairs_table(root: StorageRoot, warehouse: Warehouse, rules: PairRules,
             root.fs.put_file(out, target)
     save_rules(root, rules)
     imported = _import_files(root, rules, context)
+    with root.atomic_writer(root.path("tables", "pairs", BATCHES_FILE)) as target, root.fs.open(target, "w") as out:
+        json.dump(index.generations, out, sort_keys=True)  # before the inputs: read by them (`pairs_batches`)
     with root.atomic_writer(root.path("tables", "pairs", INPUTS_FILE)) as target, root.fs.open(target, "w") as out:
-        out.write(inputs)
+        out.write(index.inputs)
     return PairsOutcome(stats, imported.table.num_rows, imported.rejected, imported.matched, imported.held_out,
                         list(imported.held_out_examples))
 
@@ -75,6 +78,28 @@ def pairs_inputs(root: StorageRoot) -> str | None:
         return None
     with root.fs.open(path, "r") as src:
         return src.read()
+
+
+_BATCHES: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def pairs_batches(root: StorageRoot, built_from: str | None = None) -> dict[str, str] | None:
+    """batch id -> runs generation of each batch the current pairs were built from (None: no pairs, or pairs built
+    before this was recorded). Read once per pairs build (`built_from`, their `pairs_inputs`, when known): the
+    loop asks every tick."""
+    built_from = pairs_inputs(root) if built_from is None else built_from
+    path = root.path("tables", "pairs", BATCHES_FILE)
+    if built_from is None:
+        return None
+    key = (root.url, built_from)
+    if key not in _BATCHES:
+        if not root.exists(path):
+            return None
+        if len(_BATCHES) > 16:
+            _BATCHES.clear()
+        with root.fs.open(path, "r") as src:
+            _BATCHES[key] = json.load(src)
+    return _BATCHES[key]
 
 
 def current_pair_ids(root: StorageRoot) -> pl.DataFrame:

@@ -16,17 +16,17 @@ import numpy as np
 import polars as pl
 
 from orchrm_dagster.contract import RM_TRAINING_PAIRS_FILE
-from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, training_pair_texts
+from orchrm_dagster.pairs import TRAIN, VALIDATION, current_pair_ids, pairs_batches, training_pair_texts
 from orchrm_dagster.rm.champions import (CHAMPION_FILE, DomainVerdict, Gate, crowned, gate, read_champions,
                                          write_champions)
-from orchrm_dagster.rm.checkpoints import (PAIR_IDS_FILE, PAIR_PROBLEMS_FILE, build_manifest, model_dir,
+from orchrm_dagster.rm.checkpoints import (PAIR_BATCHES_FILE, PAIR_IDS_FILE, PAIR_PROBLEMS_FILE, build_manifest, model_dir,
                                           read_manifest, read_training_pairs, rm_store, save_training_pairs,
                                           saved_config, split_pairs, synced_checkpoints_dir, upload_version,
                                           write_manifest)
 from orchrm_dagster.rm.config import RMTrainConfig
 from orchrm_dagster.rm.data import PairTexts
 from orchrm_dagster.rm.domains import all_domains, with_domains
-from orchrm_dagster.rm.versions import checkpoint_table, pair_problems, trained_on
+from orchrm_dagster.rm.versions import checkpoint_table, pair_problems, trained_batches, trained_on
 from orchrm_dagster.storage import MANIFEST, StorageRoot, writing
 
 TRAINING_WAIT_S = 6 * 3600  # a training waits this long for another on the same root
@@ -88,6 +88,7 @@ def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> list[Tra
         outcomes = [retrain_version(root, config.retrain_from_version, config)]
         root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
         return outcomes
+    batches = pairs_batches(root)  # read before the pairs: a rebuild meanwhile makes it name fewer, never more
     texts = training_pair_texts(root)
     available = texts.height
     # the ids as `new_pairs_since_training` counts them later (the tables', including pairs whose runs are gone)
@@ -103,7 +104,7 @@ def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> list[Tra
         problems = pl.concat([train_part["problem_id"], validation_part["problem_id"]]).unique().sort().to_list()
         outcomes.append(train_new_version(
             root, _pair_texts(train_part), _pair_texts(validation_part), config, problems, pairs_available=available,
-            available_pair_ids=texts_pair_ids, domains=domains,
+            available_pair_ids=texts_pair_ids, domains=domains, batches=batches,
             validation_domains=validation_part["domain"].to_list(),
             described=pl.concat([train_part, validation_part]).select("problem_id", "domain")))
     root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
@@ -133,7 +134,8 @@ def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts
                       pair_problems: list[str] | None = None, pairs_available: int | None = None,
                       available_pair_ids: pl.DataFrame | None = None, domains: Collection[str] | None = None,
                       validation_domains: Sequence[str | None] | None = None, described: pl.DataFrame | None = None,
-                      retrained_from: int | None = None) -> TrainingOutcome:
+                      retrained_from: int | None = None, batches: Mapping[str, str] | None = None
+                      ) -> TrainingOutcome:
     """A new version trained on `train`, champion of each of `domains` (None: every domain) where the gate says so.
     `validation_domains`: the domain of each validation pair (None, or a None entry: not known). The pairs are saved
     beside the checkpoint (`described`: each one's problem_id and domain, train rows then validation rows)."""
@@ -147,11 +149,11 @@ def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts
     with rm_store(root).lock(timeout_s=TRAINING_WAIT_S):
         return _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
                                   tuple(sorted(domains or all_domains())), validation_domains, described,
-                                  retrained_from)
+                                  retrained_from, batches)
 
 
 def _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
-                       domains, validation_domains, described, retrained_from) -> TrainingOutcome:
+                       domains, validation_domains, described, retrained_from, batches) -> TrainingOutcome:
     from orchrm_dagster.rm.train import train_reward_model
 
     base, store = synced_checkpoints_dir(root), rm_store(root)
@@ -185,6 +187,8 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
         save_training_pairs(folder, version, train, validation, described)
         if available_pair_ids is not None:
             available_pair_ids.write_parquet(Path(folder, PAIR_IDS_FILE))
+        if batches is not None:
+            Path(folder, PAIR_BATCHES_FILE).write_text(json.dumps(dict(batches), sort_keys=True))
         write_manifest(folder, manifest)
     if becomes_champion:
         _crown(base, folder, name, crowned(champions, judged.verdicts, version))
@@ -216,7 +220,8 @@ def retrain_version(root: StorageRoot, version: int, run: RMTrainConfig | None =
         available_pair_ids=pl.read_parquet(ids_file) if ids_file.exists() else None,
         domains=manifest.get("domains"),
         validation_domains=saved.filter(pl.col("split") == VALIDATION)["domain"].to_list(),
-        described=saved.select("problem_id", "domain"), retrained_from=version)
+        described=saved.select("problem_id", "domain"), retrained_from=version,
+        batches=trained_batches(root, version))
 
 
 def _gate(root, new_model: str, validation: PairTexts, validation_domains: list, domains: tuple[str, ...],

@@ -26,6 +26,9 @@ from orchrm_dagster.storage import write_manifest as _write_manifest
 
 PAIR_PROBLEMS_FILE = "pair_problems.json"  # the problems of every pair a version saw, for held-out evaluation
 PAIR_IDS_FILE = "pair_ids.parquet"  # every pair in the tables when a version trained: new pairs are counted from it
+# batch id -> runs generation of the batches its pairs were built from (the pairs' `pairs_batches`): the loop tells
+# from it whether a version read a round's rollouts, and each round's row names them
+PAIR_BATCHES_FILE = "pair_batches.json"
 MANIFEST_FIELDS = ("version", "backbone", "pair_set_fingerprint", "n_train_pairs", "n_validation_pairs", "config",
                    "metrics", "created_at", "train_seconds", "pairs_per_second")
 VERSION_PREFIX = "v"
@@ -45,7 +48,8 @@ def synced_checkpoints_dir(root: StorageRoot) -> Path:
     """The checkpoints folder, up to date with the storage root: on an object store, a fresh machine (an empty
     local mirror) first fetches the champion pointer and every version's manifest, so versions continue from the
     last one and nothing is overwritten. Weights come when used (`model_dir`)."""
-    return rm_store(root).sync(pointers=(CHAMPION_FILE,), small=(MANIFEST, PAIR_PROBLEMS_FILE, PAIR_IDS_FILE))
+    return rm_store(root).sync(pointers=(CHAMPION_FILE,),
+                               small=(MANIFEST, PAIR_PROBLEMS_FILE, PAIR_IDS_FILE, PAIR_BATCHES_FILE))
 
 
 def model_dir(root: StorageRoot, version: int) -> str:

@@ -15,8 +15,8 @@ import pyarrow as pa
 from orchrm_dagster.contract import RM_CHECKPOINTS
 from orchrm_dagster.pairs import current_pair_ids
 from orchrm_dagster.rm.champions import NoChampion, read_champions
-from orchrm_dagster.rm.checkpoints import (PAIR_IDS_FILE, PAIR_PROBLEMS_FILE, list_versions, model_dir, rm_store,
-                                          saved_config, synced_checkpoints_dir)
+from orchrm_dagster.rm.checkpoints import (PAIR_BATCHES_FILE, PAIR_IDS_FILE, PAIR_PROBLEMS_FILE, list_versions,
+                                          model_dir, rm_store, saved_config, synced_checkpoints_dir)
 from orchrm_dagster.rm.config import RMTrainConfig, ScoringSettings
 from orchrm_dagster.rm.domains import DomainScorer, all_domains
 from orchrm_dagster.storage import StorageRoot
@@ -143,7 +143,8 @@ def trained_at(root: StorageRoot, version: int) -> float | None:
     from datetime import datetime
 
     manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), None)
-    return datetime.fromisoformat(manifest["created_at"]).timestamp() if manifest else None
+    created = (manifest or {}).get("created_at")
+    return datetime.fromisoformat(created).timestamp() if created else None
 
 
 def champion_refusals(root: StorageRoot, domains: Collection[str] | None = None,
@@ -190,6 +191,13 @@ def version_scorer(root: StorageRoot, version: int, settings: ScoringSettings):
     return scorer_for(folder, settings)
 
 
+def finished_versions(root: StorageRoot) -> list[int]:
+    """Every finished reward-model version, oldest first (no manifest is read)."""
+    synced_checkpoints_dir(root)
+    store = rm_store(root)
+    return [v for v in store.numbers() if store.is_finished(v)]
+
+
 def latest_version(root: StorageRoot) -> int | None:
     """The latest finished reward-model version, champion or not (None: none trained yet): the newest version
     folder with a manifest (no manifest is read)."""
@@ -226,6 +234,22 @@ def trained_on(root: StorageRoot, version: int) -> tuple[str, ...]:
         manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), {})
         _TRAINED_ON[key] = tuple(manifest.get("config", {}).get("pair_sources") or ())
     return _TRAINED_ON[key]
+
+
+_TRAINED_BATCHES: dict[tuple[str, int], dict[str, str]] = {}
+
+
+def trained_batches(root: StorageRoot, version: int) -> dict[str, str] | None:
+    """batch id -> runs generation of the batches the pairs reward-model `version` trained on were built from (None:
+    a version trained before this was recorded, or on pairs that did not record it). Read once per process."""
+    key = (root.url, version)
+    if key not in _TRAINED_BATCHES:
+        synced_checkpoints_dir(root)  # on an object store, each version's small files (this one too) fetched
+        path = rm_store(root).folder(version) / PAIR_BATCHES_FILE
+        if not path.exists():
+            return None  # not kept: a sync may bring it later
+        _TRAINED_BATCHES[key] = json.loads(path.read_text())
+    return _TRAINED_BATCHES[key]
 
 
 def pair_problems(root: StorageRoot, version: int) -> frozenset[str] | None:

@@ -1,6 +1,6 @@
 """Where the data lives: the storage root (local folder or S3), Parquet writing, DuckDB and Polars access."""
 
-from orchrm_dagster.storage.batch_index import no_cycle_collection, publish_batch, read_index, record_ingest
+from orchrm_dagster.storage.batch_index import BatchIndex, no_cycle_collection, publish_batch, read_index, record_ingest
 from orchrm_dagster.storage.batches import (BatchFile, BatchView, LandingView, NewBatch, batch_holding, batch_members,
                                             batch_name, files_fingerprint, ingested_state, land, landing_view,
                                             register_batches)
@@ -35,7 +35,7 @@ __all__ = [
     "Warehouse", "WarehouseBusy", "batch_holding", "batch_id_for", "batch_members", "batch_name", "bulk_settings",
     "check_read_only", "default_storage_url", "storage_settings", "duckdb_settings", "files_fingerprint", "finished_manifests",
     "folder_name", "folder_numbers", "full_disk_errno", "ingested_state", "land", "landing_view", "local_work_dir",
-    "no_cycle_collection", "publish_batch", "read_index", "read_manifest", "record_ingest", "register_batches",
+    "BatchIndex", "no_cycle_collection", "publish_batch", "read_index", "read_manifest", "record_ingest", "register_batches",
     "root_cache_dir", "root_lock", "safe_name", "scan_files", "scan_table", "table_files", "write_manifest",
     "StoreUnreachable", "writing", "written_whole",
 ]

@@ -81,6 +81,12 @@ class BatchIndex:
         return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:16]
 
     @cached_property
+    def generations(self) -> dict[str, str]:
+        """Each batch with runs -> the generation of its runs: what `inputs` fingerprints, batch by batch (the loop
+        tells from it whether the pairs, or a reward model, read a batch as it is now)."""
+        return {b: e.runs for b, e in self.entries.items() if e.runs is not None}
+
+    @cached_property
     def with_runs(self) -> int:
         """Batches with runs in the tables."""
         return sum(1 for e in self.entries.values() if e.runs is not None)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+POLICY_ASSETS = {"orchestration_samples", "execution_artifacts", "grpo_round"}
 GPU_ASSETS = {"orchestration_samples", "execution_artifacts", "reward_model", "rm_scores", "plan_scores", "grpo_round",
               "evaluation"}
 
@@ -195,12 +196,15 @@ def test_the_grpo_vllm_manifest_runs_trls_weight_syncing_server_on_a_gpu_node():
 
 
 def test_a_steps_pool_and_its_pod_agree(k8s_defs):
-    """A step that asks for a GPU pod waits in the gpu pool, and only such a step: the two are one decision."""
+    """A step that asks for a GPU pod waits in a model's pool (the reward model's `gpu`, or the policy's `policy`:
+    sampling and rounds), and only such a step: the two are one decision."""
     graph = k8s_defs.resolve_asset_graph()
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         if node.assets_def.op.tags is None or node.is_external:
             continue
         gpu = "nvidia.com/gpu" in str(node.assets_def.op.tags.get("dagster-k8s/config", ""))
-        assert node.assets_def.op.pool == ("gpu" if gpu else "warehouse"), key.to_user_string()
+        policy = key.to_user_string() in POLICY_ASSETS
+        assert node.assets_def.op.pool == ("warehouse" if not gpu else "policy" if policy else "gpu"), key
+
         assert gpu == (key.to_user_string() in GPU_ASSETS), key.to_user_string()

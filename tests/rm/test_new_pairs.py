@@ -99,3 +99,25 @@ def test_a_batch_without_runs_is_scored_once_not_for_ever(storage_root, tiny_bac
     assert batches_to_score(storage_root) == [landed.batch_id]
     score_runs(storage_root, ScoringSettings(device="cpu", max_length=64))
     assert batches_to_score(storage_root) == []
+
+
+def test_the_pairs_and_each_version_name_the_batches_they_were_built_from(storage_root, tiny_backbone, tmp_path):
+    """What the loop's barrier reads: the pairs record each ingested batch with its runs' generation; a version, the
+    pairs it trained on; a batch ingested again (a rollout file that grew) is another generation."""
+    from orchrm_dagster.pairs import pairs_batches
+    from orchrm_dagster.rm import trained_batches
+    from orchrm_dagster.storage import read_index
+
+    rollout(storage_root, tmp_path, seed=1, runs=48, samples_per_problem=8)
+    build_pairs(storage_root)
+    first = read_index(storage_root).generations
+    assert pairs_batches(storage_root) == first and list(first) == ["rollout-1.jsonl"]
+    outcome = train(storage_root, tiny_backbone)
+    assert trained_batches(storage_root, outcome.version) == first
+
+    rollout(storage_root, tmp_path, seed=2, runs=48, samples_per_problem=8)
+    assert pairs_batches(storage_root) == first  # not rebuilt yet: the pairs still say what they read
+    build_pairs(storage_root)
+    now = read_index(storage_root).generations
+    assert pairs_batches(storage_root) == now and set(now) == {"rollout-1.jsonl", "rollout-2.jsonl"}
+    assert trained_batches(storage_root, outcome.version) == first  # the version's record never changes

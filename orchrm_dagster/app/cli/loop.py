@@ -12,15 +12,15 @@ ROUND_FLAGS = ("method", "rewards", "reward_weights", "start", "policy", "benchm
                "max_completion_tokens", "max_agents", "grammar", "lora", "lora_rank", "device", "precision", "seed",
                "heldout_problems", "heldout_samples", "heldout_temperature", "heldout_max_failed", "policy_gate",
                "accuracy_margin", "gate_confidence", "reward_hacking_share", "policy_margin")
-LOOP_FLAGS = ("token_budget", "retrain_min_new_pairs", "rollout_samples", "rollout_seed", "rollout_base",
-              "max_attempts")
+LOOP_FLAGS = ("token_budget", "retrain_min_new_pairs", "retrain_defer_s", "rollout_samples", "rollout_seed",
+              "rollout_base", "max_attempts", "batching.interval_s")
 
 
 @click.command(name="loop")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="GRPO rounds to run now: the loop goes on until it has run this many more.")
 @config_options(LoopSettings, *(f"round.{name}" for name in ROUND_FLAGS), *LOOP_FLAGS,
-                defaults_from="the loop resource")
+                flags={"batching.interval_s": "--batching-interval-s"}, defaults_from="the loop resource")
 @environment_options
 @click.pass_context
 def command(ctx: click.Context, rounds: int, **_) -> None:
