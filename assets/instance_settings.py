@@ -3,9 +3,9 @@ failed after a start timeout) and a limit on each pool (one warehouse writer, on
 live in DAGSTER_HOME/dagster.yaml, which Dagster reads when a process starts; orchrm writes the file wherever it has
 none (every orchrm command, and the loop's sensor on its first tick: a daemon started on a bare DAGSTER_HOME writes it
 there) and rewrites an older one of its own, but leaves a user's file alone, and one of its own that a user edited
-(its first line carries a digest of the rest: a `storage: postgres` added by hand is kept, never reverted). The loop does not wait for a daemon
-started before the file existed to be restarted: its own reaper (assets/runs.py) fails the runs a crash left behind
-and its pools get explicit limits. A user's file without them stops the loop, with what is missing and the lines that
+(its first line carries a digest of the rest: a `storage: postgres` added by hand is kept, never reverted). The loop
+does not wait for a daemon started before the file existed to be restarted: its own reaper (assets/runs.py) fails
+the runs a crash left behind and its pools get explicit limits. A user's file without them stops the loop, with what is missing and the lines that
 fix it (`settings_problem`). No Dagster import here: `orchrm status` on a new root writes the file without it."""
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class RunsByKey:
     def __init__(self, instance: dg.DagsterInstance):
         self.instance = instance
         self._found: dict[str, tuple[bool, tuple[int, str] | None]] = {}
-        self.succeeded = _Asked(self, lambda found: found[0])
+        self.succeeded = _Succeeded(self)
         self.failures = _Failures(self)
 
     def of(self, key: str) -> tuple[bool, tuple[int, str] | None]:
@@ -73,14 +73,14 @@ class RunsByKey:
         return list(self._found)
 
 
-class _Asked(Collection):
-    """The keys whose `RunsByKey` record passes `test` (iterating gives those asked for so far)."""
+class _Succeeded(Collection):
+    """The keys whose latest finished run succeeded (iterating gives those among the keys asked for so far)."""
 
-    def __init__(self, runs: RunsByKey, test):
-        self.runs, self.test = runs, test
+    def __init__(self, runs: RunsByKey):
+        self.runs = runs
 
     def __contains__(self, key) -> bool:
-        return isinstance(key, str) and self.test(self.runs.of(key))
+        return isinstance(key, str) and self.runs.of(key)[0]
 
     def __iter__(self):
         return (key for key in self.runs.asked() if key in self)

@@ -1,7 +1,7 @@
 """Policy rounds on the orchestrator: GRPO rewarded by the champion reward model (or by rollouts), or another
 registered training method (DPO, RFT), and the policy checkpoints they publish."""
 
-from orchrm_dagster.grpo.barrier import barrier_columns, rollout_batches
+from orchrm_dagster.grpo.barrier import rollout_batches
 from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, round_tokens, base_model_dir, checkpoint_policies, policy_manifest,
                                              policy_name, read_table, round_name)
 from orchrm_dagster.grpo.lineage import held_out_problems, recipe_problem, reward_model_sources, verified_checkpoints
@@ -19,7 +19,7 @@ from orchrm_dagster.grpo.settings import (GRPOSettings, MethodName, MethodSettin
                                           small_execution)
 
 __all__ = [
-    "barrier_columns", "rollout_batches",
+    "rollout_batches",
     "Accuracy", "GateRule", "HELD_OUT_PLANS_FILE", "HeldOutMeasure", "Measured", "Reward", "hacking_suspected",
     "held_out_key", "TOKEN_COLUMNS", "round_tokens", "accuracy_difference", "rounds_table",
     "GateVerdict", "GRPOSettings", "HeldOut", "MethodContext", "MethodName", "MethodSettings", "PlanReward", "Profile", "RewardContext", "RewardKind", "RewardName",

@@ -5,7 +5,7 @@ trained on; with both lists in the row anyone can check that round N+1 saw round
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from orchrm_dagster.grpo.checkpoints import policy_manifest, read_table
 from orchrm_dagster.orchestration import Cell, execution_batch_name
@@ -13,24 +13,24 @@ from orchrm_dagster.rm import finished_versions, trained_batches
 from orchrm_dagster.storage import BatchIndex, StorageRoot, read_index
 
 
-def rollout_batches(index: BatchIndex, benchmark: str, policies: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """policy -> (batch id, its runs' generation; "" while none are ingested) of the batch each policy's rollout on
-    `benchmark` landed (a rollout lands its runs as the (benchmark, policy) cell's file), for each policy whose file
-    the batch index holds."""
+def rollout_batches(index: BatchIndex, row: Mapping, manifest: Mapping) -> dict[str, tuple[str, str]]:
+    """policy -> (batch id, its runs' generation; "" while none are ingested) of the batch each rollout of the
+    promoted round `row` (its `grpo_rounds` row, and its checkpoint's manifest) landed: its checkpoint's and its base
+    policy's, each on the round's benchmark as that (benchmark, policy) cell's file, for each file the batch index
+    holds."""
     found = {}
-    for policy in policies:
-        batch_id = index.batch_of(execution_batch_name(Cell(benchmark, policy)))
+    for policy in (row["policy_checkpoint"], manifest.get("scratch_policy", "")):
+        batch_id = index.batch_of(execution_batch_name(Cell(manifest.get("benchmark", ""), policy)))
         if batch_id is not None:
             found[policy] = (batch_id, index.generations.get(batch_id) or "")
     return found
 
 
-def batch_list(batches: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[str] | None:
+def batch_list(batches: Mapping[str, str] | None) -> list[str] | None:
     """`batch_id@generation` of each batch, sorted (None stays None): how a round's row names them."""
     if batches is None:
         return None
-    pairs = batches.items() if isinstance(batches, Mapping) else batches
-    return sorted(f"{batch_id}@{generation}" for batch_id, generation in pairs)
+    return sorted(f"{batch_id}@{generation}" for batch_id, generation in batches.items())
 
 
 def barrier_columns(root: StorageRoot, round_number: int, rm_version: int | None) -> dict:
@@ -42,9 +42,8 @@ def barrier_columns(root: StorageRoot, round_number: int, rm_version: int | None
                 and row["policy_checkpoint"]]
     rollouts = None
     if previous:
-        manifest = policy_manifest(root, previous[-1]["round"])
-        policies = (previous[-1]["policy_checkpoint"], manifest.get("scratch_policy", ""))
-        rollouts = dict(rollout_batches(read_index(root), manifest.get("benchmark", ""), policies).values())
+        landed = rollout_batches(read_index(root), previous[-1], policy_manifest(root, previous[-1]["round"]))
+        rollouts = dict(landed.values())
     return {"rm_batches": batch_list(trained_batches(root, rm_version) if rm_version is not None else None),
             "rollout_batches": batch_list(rollouts),
             "rollouts_trained_by": first_trained_on(root, rollouts) if rollouts else None}

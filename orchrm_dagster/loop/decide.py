@@ -261,9 +261,8 @@ def _rollouts_outside_pairs(state: LoopState, settings: LoopSettings, last: Roun
 
 def _rollout_batches(state: LoopState, settings: LoopSettings, last: Round) -> list[tuple[str, str]]:
     """(batch id, runs generation) of each batch `last`'s rollouts landed, but those ingested with no runs."""
-    ingested = {b.batch_id for b in state.batches if b.ingested}
     landed = [last.rollout_batches[p] for p in _rollout_policies(settings, last) if p in last.rollout_batches]
-    return [b for b in landed if b[1] or b[0] not in ingested]
+    return [b for b in landed if b[1] or b[0] not in state.ingested]
 
 
 def _in(recorded: Mapping[str, str] | None, batch: tuple[str, str]) -> bool:
@@ -275,11 +274,10 @@ def _barrier(state: LoopState, settings: LoopSettings, last: Round) -> str | Non
     """What the next round waits for of `last`'s rollouts (None: nothing): their batches ingested, scored by the
     champion, in the pairs, and trained on where they made a retraining due. A rollout that landed no batch leaves
     nothing to wait for."""
-    ingested = {b.batch_id for b in state.batches if b.ingested}
     landed = _rollout_batches(state, settings, last)
     names = lambda batches: ", ".join(batch_id for batch_id, _ in batches)  # noqa: E731
     waits = [(what, pending) for what, pending in (
-        ("ingested", [b for b in landed if b[0] not in ingested or not b[1]]),
+        ("ingested", [b for b in landed if b[0] not in state.ingested or not b[1]]),
         ("scored by the champion", [b for b in landed if b[0] in state.batches_to_score]),
         ("in the pairs", [b for b in landed if not _in(state.pairs_batches, b)]),
     ) if pending]

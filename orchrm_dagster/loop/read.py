@@ -114,11 +114,10 @@ def rounds(root: StorageRoot, index: BatchIndex | None = None) -> tuple[Round, .
     found = []
     for row in rows:
         manifest = _manifest(root, row["round"]) if row["promoted"] else {}  # a promoted round rolls out
-        benchmark, base = manifest.get("benchmark", ""), manifest.get("scratch_policy", "")
-        landed = (rollout_batches(index, benchmark, (row["policy_checkpoint"], base))
+        landed = (rollout_batches(index, row, manifest)
                   if index is not None and row["round"] == last_promoted and row["policy_checkpoint"] else {})
         found.append(Round(row["round"], row["policy_checkpoint"], bool(row["promoted"]),
-                           round_tokens(row), benchmark, base,
+                           round_tokens(row), manifest.get("benchmark", ""), manifest.get("scratch_policy", ""),
                            tuple(manifest.get("train_problems", ())), row["rm_version"],
                            row["policy_checkpoint"] is None or row["policy_checkpoint"] in registered, landed))
     return tuple(found)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from orchrm_dagster.storage import LandedFile
 
@@ -79,6 +80,11 @@ class LoopState:
     # the first round (training and rescoring)
     rollout_tokens: Mapping[tuple[int, bool], int] = field(default_factory=dict)
     retraining_tokens: int = 0
+
+    @cached_property
+    def ingested(self) -> frozenset[str]:
+        """The batches whose content as landed now is ingested (read once per state: a root holds thousands)."""
+        return frozenset(b.batch_id for b in self.batches if b.ingested)
 
     def spending(self, rollout_seed: int, rollout_base: bool = True) -> Spending:
         """Every token the loop has spent, by where it was spent (its rollouts: sampled with `rollout_seed`, the base

@@ -138,13 +138,23 @@ def champion_standings(root: StorageRoot) -> list[Standing]:
     return standings
 
 
+_TRAINED_AT: dict[tuple[str, int], float] = {}
+
+
 def trained_at(root: StorageRoot, version: int) -> float | None:
-    """When reward-model `version` finished training (seconds since the epoch; None: not a finished version)."""
+    """When reward-model `version` finished training (seconds since the epoch; None: not a finished version). A
+    manifest never changes once written, so each is read once per process: the loop asks every tick."""
     from datetime import datetime
 
-    manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), None)
-    created = (manifest or {}).get("created_at")
-    return datetime.fromisoformat(created).timestamp() if created else None
+    key = (root.url, version)
+    if key not in _TRAINED_AT:
+        manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version),
+                        None)
+        created = (manifest or {}).get("created_at")
+        if not created:
+            return None
+        _TRAINED_AT[key] = datetime.fromisoformat(created).timestamp()
+    return _TRAINED_AT[key]
 
 
 def champion_refusals(root: StorageRoot, domains: Collection[str] | None = None,

@@ -36,6 +36,7 @@ def test_a_rollouts_batches_are_found_by_their_cells_file_in_the_batch_index(sto
     name = execution_batch_name(Cell("gsm8k", "grpo-r0001"))
     (tmp_path / name).write_text("")
     land(storage_root, tmp_path / name)
-    found = rollout_batches(read_index(storage_root), "gsm8k", ("grpo-r0001", "never-rolled-out"))
+    row, manifest = {"policy_checkpoint": "grpo-r0001"}, {"benchmark": "gsm8k", "scratch_policy": "never-rolled-out"}
+    found = rollout_batches(read_index(storage_root), row, manifest)
     assert list(found) == ["grpo-r0001"] and found["grpo-r0001"][1] == ""  # landed, not ingested yet
     assert batch_list({"b": "g2", "a": "g1"}) == ["a@g1", "b@g2"] and batch_list(None) is None

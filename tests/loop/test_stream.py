@@ -96,7 +96,7 @@ class World:
         elif step.kind == "reward_model":
             self.trained, self.version, self.trained_at = seen["pairs"] or {}, self.version + 1, self.now
         elif step.kind == "rollout":
-            batch_id = self.land(f"mas-{step.policy}") if step.policy == BASE else self.land(f"mas-{step.policy}")
+            batch_id = self.land(f"mas-{step.policy}")  # the base policy's lands under the same name each round
             self.rollouts.setdefault(step.round, {})[step.policy] = (batch_id, "")
         elif step.kind == "round":
             self.rounds.append(Round(step.round, f"grpo-r{step.round:04d}", promote(step.round), 1000, "gsm8k",
