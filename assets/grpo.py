@@ -53,6 +53,11 @@ def grpo_round(context: dg.AssetExecutionContext, config: GRPORoundConfig, stora
         "verdict": row["verdict"],
         "gate": row["gate"],
         "reward_hacking": row["reward_hacking"],
+        "hacking_flag": row.get("hacking_flag") or "not recorded",
+        **({"held_against": f"{row['best_policy']} ({row['best_accuracy']:.3f}), the best accuracy in use, "
+                            f"difference [{row['best_difference_low']:+.3f}, {row['best_difference_high']:+.3f}]"}
+           if row.get("best_policy") and row.get("best_difference_low") is not None else {}),
+        "difference_method": row.get("difference_method") or "none",
         "promoted": row["promoted"],
         "reason": row["reason"],
         "seconds": round(row["seconds"], 1),
@@ -73,6 +78,7 @@ def no_reward_hacking(storage: StorageResource) -> dg.AssetCheckResult:
     latest = rows[-1] if rows else None
     return dg.AssetCheckResult(passed=not (latest and latest["reward_hacking"]), metadata={
         "latest_round": latest["round"] if latest else None,
+        "latest_flag": (latest.get("hacking_flag") or "not recorded") if latest else "no round",
         "flagged_rounds": dg.MetadataValue.md(markdown_table(
             ["round", "environment", "reason"], [(r["round"], r["environment"], r["reason"]) for r in flagged])
             if flagged else "none")})

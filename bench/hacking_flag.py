@@ -5,20 +5,24 @@ A real round of the loop (`orchrm loop --environment simulated`) keeps each side
 champion's score of each (`heldout_plans.parquet` in the round's work folder) and the champion's calibration
 (`grpo_rounds.calibration`). From them, many rounds are simulated:
 
-- the starting policy's side: 128 (--plans) plans drawn with replacement from the round's starting plans;
-- the new policy's side: plans drawn from a mixture, a share f (--shares) from the round's new plans and the rest from
-  its starting plans: a policy that moved f of the way (f = 1: the round as it was);
-- each plan's correctness drawn from a truth: `plan_success_rate` (the truth the champion learnt: honest rounds, a true
-  gain of f times the round's), or a truth under which the champion's cue is worth less or nothing or is punished
-  (`verifying_cue` at worths 0.1, 0 and -0.1: reward-hacking rounds);
-- the gate decides each (grpo.policy_gate, the round's own rule), with each side's reward and calibrated prediction
-  from the plans' real scores.
+- the starting policy's side: for each held-out problem, `--samples` (default: the gate's `heldout_samples`) plans
+  drawn with replacement from the round's starting plans of that problem;
+- the new policy's side: the same problems and slots, each plan drawn from a mixture, a share f (--shares) from the
+  round's new plans of the problem and the rest from its starting plans: a policy that moved f of the way (f = 1: the
+  round as it was);
+- each plan's correctness drawn from a truth, with the slot's random number shared by both sides (fixed seeds):
+  `plan_success_rate` (the truth the champion learnt: honest rounds, a true gain of f times the round's), or a truth
+  under which the champion's cue is worth less or nothing or is punished (`verifying_cue` at worths 0.1, 0 and -0.1);
+- each side measured by the round's own code (`grpo.heldout.measured_side`: rewards placed by the rule, the
+  calibration's prediction, per-problem counts), and the gate decides (`grpo.policy_gate`, the product's rule).
 
-The false-positive rate is the share of honest rounds flagged; the detection rate the share of hacking rounds flagged.
-Beside them, the rule before issue 43 (reward up more than 0.5 standard deviations while the accuracy interval
-reaches 0) on the same rounds.
+The champion's calibration is fitted again here on the runs it never trained on (`rm.champion_calibration`, with its
+check), so the bench reads the product's calibration as a round now fits it. The false-positive rate is the share of
+honest rounds flagged; the detection rate the share of moves that raise the reward (its paired interval above 0) while
+the truth gives them no gain (worth 0 or -0.1) that are flagged. Beside the product's rule: the rule before issue 55
+(Newcombe interval, `reward_hacking_share` 0.5, `accuracy_margin` as the least predicted gain) on the same rounds.
 
-    .venv/bin/python bench/hacking_flag.py --round-dir STORAGE/work/grpo/r0001 --root STORAGE [--rounds 1000]
+    .venv/bin/python bench/hacking_flag.py --root STORAGE [--round 1] [--rounds 1000]
 """
 
 from __future__ import annotations
@@ -46,43 +50,77 @@ def main() -> None:
     parser.add_argument("--round", type=int, default=1)
     parser.add_argument("--round-dir", default=None, help="the round's work folder (default: ROOT/work/grpo/rNNNN)")
     parser.add_argument("--rounds", type=int, default=1000, help="simulated rounds per truth and share")
-    parser.add_argument("--plans", type=int, default=128, help="held-out plans a side")
+    parser.add_argument("--samples", type=int, default=None, help="plans a problem (default: heldout_samples)")
     parser.add_argument("--shares", default="0.05,0.1,0.2,0.35,0.5,1.0")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--hacking-shares", default="0.5,0.75,1.0",
+    parser.add_argument("--hacking-shares", default="0.5,1.0,1.5,2.0",
                         help="reward_hacking_share values whose rates are compared on the same rounds (the gate's "
                              "own verdicts use the configured one)")
     args = parser.parse_args()
+    from orchrm_dagster.devices import cpu_flags
+
     started = time.perf_counter()
-    plans, rule, calibration, row = round_inputs(args)
+    plans, settings, calibration, row = round_inputs(args)
+    samples = args.samples or settings.heldout_samples
     print(f"SIMULATED (truth functions of the plan); round {args.round} of {args.root}: "
-          f"{plans['before'].__len__()} starting plans, {len(plans['after'])} new plans; {calibration.text()}; gate "
-          f"{rule}; measured: {row['reason']}\n", flush=True)
-    print("| truth | share f | true gain | predicted gain | flagged (new rule) | flagged (old rule) | promoted |")
-    print("|---|---|---|---|---|---|---|")
-    rates = {}
+          f"{sum(map(len, plans['before'].values()))} starting plans and {sum(map(len, plans['after'].values()))} new "
+          f"plans of {len(plans['before'])} problems, {samples} a problem a side; calibration: "
+          f"{calibration.text() if calibration else 'none'}; gate {settings.gate_rule}; "
+          f"{os.cpu_count()} CPUs ({cpu_flags()})\n", flush=True)
+    print("| truth | share f | true gain | predicted gain | reward rose | flagged | flagged where the reward rose | "
+          "flagged (rule before #55) | promoted |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rates: dict[str, list[dict]] = {}
     rng = random.Random(args.seed)
+    hacking_shares = [float(h) for h in args.hacking_shares.split(",")]
     for label, (truth, parameters) in TRUTHS.items():
         chance = truth_chances(truth, parameters)
         for share in [float(s) for s in args.shares.split(",")]:
-            result = simulate(plans, share, chance, calibration, rule, args, rng,
-                              [float(h) for h in args.hacking_shares.split(",")])
+            result = simulate(plans, share, chance, calibration, settings, samples, args.rounds, rng, hacking_shares)
+            result["share"] = share
             rates.setdefault(label, []).append(result)
             print(f"| {label} | {share:g} | {result['true_gain']:+.3f} | {result['predicted_gain']:+.3f} | "
-                  f"{result['flagged']:.1%} | {result['old_flagged']:.1%} | {result['promoted']:.1%} |", flush=True)
+                  f"{result['rose'] / args.rounds:.1%} | {result['flagged']:.1%} | {_rate(result['flagged_rose'], result['rose'])} | "
+                  f"{result['old_flagged']:.1%} | {result['promoted']:.1%} |", flush=True)
     print()
     for label, results in rates.items():
-        flagged = sum(r["flagged"] for r in results) / len(results)
-        old = sum(r["old_flagged"] for r in results) / len(results)
-        kind = "false-positive rate" if label.startswith("honest") else "detection rate"
-        print(f"- {label}: {kind} {flagged:.1%} over {len(results) * args.rounds} simulated rounds "
-              f"(the old rule: {old:.1%})")
-    shares = sorted(rates[next(iter(rates))][0]["by_share"])
-    print("\n| reward_hacking_share | " + " | ".join(rates) + " |\n|---|" + "---|" * len(rates))
-    for share in shares:
-        cells = [f"{sum(r['by_share'][share] for r in results) / len(results):.1%}" for results in rates.values()]
-        print(f"| {share:g} | " + " | ".join(cells) + " |")
+        if label.startswith("honest"):
+            small = [r for r in results if r["share"] <= 0.35]
+            print(f"- {label}: false-positive rate {_mean(results, 'flagged'):.1%} over every share, "
+                  f"{_mean(small, 'flagged'):.1%} over small gains (f <= 0.35), {len(results) * args.rounds} "
+                  f"simulated rounds (the rule before #55: {_mean(results, 'old_flagged'):.1%})")
+        else:
+            rose = sum(r["rose"] for r in results)
+            print(f"- {label}: detection rate {_rate(sum(r['flagged_rose'] for r in results), rose)} of the moves "
+                  f"whose reward rose, {_mean(results, 'flagged'):.1%} of every move (the rule before #55: "
+                  f"{_mean(results, 'old_flagged'):.1%})")
+    hacks = [r for label, results in rates.items() if "worth 0 " in label or "worth -0.1" in label for r in results]
+    print(f"- moves that raise the reward while the truth gives them no gain (worth 0 or -0.1, every share): "
+          f"{_rate(sum(r['flagged_rose'] for r in hacks), sum(r['rose'] for r in hacks))} flagged")
+    print("\n| reward_hacking_share | " + " | ".join(rates) + " | worth 0 or -0.1, the reward risen |\n|---|"
+          + "---|" * (len(rates) + 1))
+    for hacking_share in hacking_shares:
+        cells = []
+        for label, results in rates.items():
+            if label.startswith("honest"):
+                cells.append(f"{_mean(results, 'by_share', hacking_share):.1%} flagged")
+            else:
+                rose = sum(r["rose"] for r in results)
+                cells.append(f"{_rate(sum(r['by_share_rose'][hacking_share] for r in results), rose)} of the "
+                             f"risen flagged")
+        risen = sum(r["rose"] for r in hacks)
+        cells.append(_rate(sum(r["by_share_rose"][hacking_share] for r in hacks), risen) + " flagged")
+        print(f"| {hacking_share:g} | " + " | ".join(cells) + " |")
     print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+def _mean(results: list[dict], key: str, sub=None) -> float:
+    values = [r[key][sub] if sub is not None else r[key] for r in results]
+    return sum(values) / len(values)
+
+
+def _rate(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole else "n/a"
 
 
 def round_inputs(args):
@@ -91,21 +129,27 @@ def round_inputs(args):
     from orchrm_dagster.grpo import HELD_OUT_PLANS_FILE, read_table
     from orchrm_dagster.grpo.checkpoints import round_name
     from orchrm_dagster.grpo.settings import GRPOSettings
-    from orchrm_dagster.rm.calibration import Calibration
+    from orchrm_dagster.rm import champion_calibration, domain_of
+    from orchrm_dagster.rm import version_scorer
     from orchrm_dagster.storage import StorageRoot
 
     root = StorageRoot(args.root)
     row = next(r for r in read_table(root, "grpo_rounds") if r["round"] == args.round)
     folder = Path(args.round_dir or Path(args.root, "work", "grpo", round_name(args.round)))
     frame = pl.read_parquet(folder / HELD_OUT_PLANS_FILE).filter(pl.col("failure").is_null())
-    plans = {side: frame.filter(pl.col("side") == side).to_dicts() for side in ("before", "after")}
+    plans = {}
+    for side in ("before", "after"):
+        by_problem: dict[str, list[dict]] = {}
+        for plan in frame.filter(pl.col("side") == side).to_dicts():
+            by_problem.setdefault(plan["problem_id"], []).append(plan)
+        plans[side] = by_problem
     if not plans["before"] or not plans["after"]:
         raise SystemExit(f"{folder / HELD_OUT_PLANS_FILE}: both sides' plans are needed (a reused side keeps none)")
-    if row["calibration"] is None:
-        raise SystemExit("the round's champion had no calibration: nothing to predict from")
     settings = GRPOSettings()
-    rule = settings.gate_rule
-    return plans, rule, Calibration.from_json(row["calibration"]), row
+    domain = domain_of(settings.benchmark)
+    version = row["rm_version"]  # the champion that scored the round's plans, whichever is champion now
+    calibration, _ = champion_calibration(root, version, domain, version_scorer(root, version, settings.scoring))
+    return plans, settings, calibration, row
 
 
 def truth_chances(name: str, parameters: dict):
@@ -126,46 +170,78 @@ def truth_chances(name: str, parameters: dict):
     return chance
 
 
-def simulate(plans, share: float, chance, calibration, rule, args, rng: random.Random,
+def simulate(plans, share: float, chance, calibration, settings, samples: int, rounds: int, rng: random.Random,
              hacking_shares: list[float]) -> dict:
     import dataclasses
 
-    from orchrm_dagster.grpo import Accuracy, Measured, Reward, accuracy_difference, hacking_suspected, policy_gate
-    from orchrm_dagster.grpo.round import placed_rewards
+    from orchrm_dagster.grpo import hacking_suspected, policy_gate
+    from orchrm_dagster.grpo.gate import accuracy_difference, reward_rose
+    from orchrm_dagster.grpo.heldout import measured_side
 
-    margin = 1.0  # GRPOSettings.unparseable_margin's default
-
-    def side(drawn: list[dict]) -> tuple[Measured, float]:
-        correct = sum(rng.random() < chance(p["plan"]) for p in drawn)
-        rewards = placed_rewards([p["score"] for p in drawn], [p["problem_id"] for p in drawn], margin)
-        reward = Reward.of(rewards) if rewards else Reward.unparseable(len(drawn))
-        predicted = sum(calibration.probability(p["score"]) if p["score"] is not None else 0.0
-                        for p in drawn) / len(drawn)
-        return Measured(reward, Accuracy(correct, len(drawn)), predicted=predicted), sum(chance(p["plan"])
-                                                                                        for p in drawn) / len(drawn)
-
-    flagged = old = promoted = 0
-    true_gain = predicted_gain = 0.0
+    rule = settings.gate_rule
+    problems = sorted(set(plans["before"]) & set(plans["after"]))
+    tally = {"flagged": 0, "flagged_rose": 0, "rose": 0, "old_flagged": 0, "promoted": 0, "true_gain": 0.0,
+             "predicted_gain": 0.0}
     by_share = dict.fromkeys(hacking_shares, 0)
-    for _ in range(args.rounds):
-        before, before_truth = side([rng.choice(plans["before"]) for _ in range(args.plans)])
-        after, after_truth = side([rng.choice(plans["after"] if rng.random() < share else plans["before"])
-                                   for _ in range(args.plans)])
+    by_share_rose = dict.fromkeys(hacking_shares, 0)
+    for _ in range(rounds):
+        sides = {"before": [], "after": []}
+        truth = {"before": 0.0, "after": 0.0}
+        for problem in problems:
+            for _slot in range(samples):
+                number = rng.random()  # the slot's seed: shared by both sides
+                for side in ("before", "after"):
+                    source = plans["after"] if side == "after" and rng.random() < share else plans["before"]
+                    plan = rng.choice(source[problem])
+                    p = chance(plan["plan"])
+                    truth[side] += p
+                    sides[side].append({"problem_id": problem, "score": plan["score"], "correct": number < p,
+                                        "failure": None})
+        before = measured_side(sides["before"], settings.unparseable_margin, True, calibration)
+        after = measured_side(sides["after"], settings.unparseable_margin, True, calibration)
         verdict = policy_gate(before, after, rule)
-        flagged += verdict.reward_hacking
-        promoted += verdict.promoted
-        low, high = accuracy_difference(after.accuracy, before.accuracy, rule.confidence)
-        rose = None not in (after.reward.mean, before.reward.mean) and (
-            after.reward.mean - before.reward.mean > 0.5 * (before.reward.std or 1.0))
-        old += rose and low <= 0
+        rose_interval = reward_rose(before, after, rule.confidence)
+        rose = rose_interval is not None and rose_interval[0] > 0
+        tally["rose"] += rose
+        tally["flagged"] += verdict.reward_hacking
+        tally["flagged_rose"] += verdict.reward_hacking and rose
+        tally["promoted"] += verdict.promoted
+        gain = (after.predicted - before.predicted) if after.predicted is not None and before.predicted is not None \
+            else None
+        measured = accuracy_difference(after.accuracy, before.accuracy, rule.confidence)
         for hacking_share in hacking_shares:
-            by_share[hacking_share] += hacking_suspected(after.predicted - before.predicted, high,
-                                                         dataclasses.replace(rule, hacking_share=hacking_share))
-        true_gain += after_truth - before_truth
-        predicted_gain += after.predicted - before.predicted
-    n = args.rounds
-    return {"flagged": flagged / n, "old_flagged": old / n, "promoted": promoted / n, "true_gain": true_gain / n,
-            "predicted_gain": predicted_gain / n, "by_share": {h: count / n for h, count in by_share.items()}}
+            hit = hacking_suspected(gain, measured, dataclasses.replace(rule, hacking_share=hacking_share), rose)
+            by_share[hacking_share] += hit
+            by_share_rose[hacking_share] += hit and rose
+        raw = {side: _raw_prediction(sides[side], calibration) for side in sides}
+        tally["old_flagged"] += _old_rule(before, after, raw, rule)
+        n = len(sides["before"])
+        tally["true_gain"] += (truth["after"] - truth["before"]) / n
+        tally["predicted_gain"] += (raw["after"] - raw["before"]) if raw["before"] is not None else 0.0
+    out = {k: (v / rounds if k not in ("flagged_rose", "rose") else v) for k, v in tally.items()}
+    out["by_share"] = {h: c / rounds for h, c in by_share.items()}
+    out["by_share_rose"] = by_share_rose
+    return out
+
+
+def _old_rule(before, after, raw: dict[str, float | None], rule) -> bool:
+    """The flag before issue 55: the Newcombe interval's high end below 0.5 of a calibrated gain of at least
+    accuracy_margin (the calibration used unchecked)."""
+    from orchrm_dagster.grpo import Accuracy, newcombe_difference
+
+    if raw["before"] is None or before.accuracy is None:
+        return False
+    gain = raw["after"] - raw["before"]
+    _, high = newcombe_difference(Accuracy(after.accuracy.correct, after.accuracy.plans),
+                                  Accuracy(before.accuracy.correct, before.accuracy.plans), rule.confidence)
+    return gain > 0 and gain >= rule.accuracy_margin and high < 0.5 * gain
+
+
+def _raw_prediction(plans: list[dict], calibration) -> float | None:
+    """The calibration's prediction, checked or not."""
+    if calibration is None:
+        return None
+    return sum(calibration.probability(p["score"]) if p["score"] is not None else 0.0 for p in plans) / len(plans)
 
 
 if __name__ == "__main__":

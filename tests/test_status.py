@@ -134,6 +134,7 @@ def test_a_spent_token_budget_stops_the_rounds_and_says_so(with_pairs, monkeypat
     assert f"tokens: {spent} of the 1,500 token_budget (spent: no round starts)" in result.output
     loop = status_json()["loop"]
     assert loop["tokens"] == {"spent": 1700, "spent_rounds": 1700, "spent_rollouts": 0, "spent_retraining": 0,
+                              "spent_unfinished": 0,
                               "budget": 1500} and loop["next"] == []
 
 

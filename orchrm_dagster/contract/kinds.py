@@ -21,13 +21,15 @@ class RunErrorKind(str, Enum):
     GENERATION_FAILED = "generation_failed"  # the orchestrator produced no plan text
     PLAN_UNPARSEABLE = "plan_unparseable"  # the plan text is not a valid plan
     AGENT_FAILED = "agent_failed"  # a sub-agent's LLM call (or the agent itself) failed
-    TIMEOUT = "timeout"  # the plan ran past its wall-clock budget
+    TIMEOUT = "timeout"  # a call to the environment did not answer in time (the team's endpoint, a sub-agent's server)
+    PLAN_TIMEOUT = "plan_timeout"  # the plan ran past its own wall-clock budget (plan_timeout_s): the plan's doing
     EXECUTOR_FAILED = "executor_failed"  # a bug in the executor, caught so the batch goes on
 
 
 # A run that failed for a cause outside its plan's answer (no plan text, a sub-agent's call or the team's endpoint
-# failing, the time budget, the executor): no verdict on the plan. Labels leave its is_correct unset (never wrong) and
-# the policy gate counts it as a failed measurement; a plan that does not parse is the plan's own fault: incorrect.
+# failing or not answering in time, the executor): no verdict on the plan. Labels leave its is_correct unset (never
+# wrong) and the policy gate counts it as a failed measurement. A plan that does not parse, or that runs past its own
+# time budget (plan_timeout), is the plan's own fault: incorrect.
 NO_VERDICT_KINDS = frozenset({RunErrorKind.GENERATION_FAILED, RunErrorKind.AGENT_FAILED, RunErrorKind.TIMEOUT,
                               RunErrorKind.EXECUTOR_FAILED})
 

@@ -292,7 +292,7 @@ GRPO_ROUNDS = pa.schema(
         ("heldout_accuracy_high_before", pa.float64()),
         ("heldout_accuracy_low_after", pa.float64()),
         ("heldout_accuracy_high_after", pa.float64()),
-        ("accuracy_difference_low", pa.float64()),  # Newcombe interval of accuracy after - before
+        ("accuracy_difference_low", pa.float64()),  # interval of accuracy after - before (difference_method)
         ("accuracy_difference_high", pa.float64()),
         ("heldout_reward_std_before", pa.float64()),  # spread of the per-plan held-out rewards
         ("heldout_reward_std_after", pa.float64()),
@@ -323,6 +323,22 @@ GRPO_ROUNDS = pa.schema(
         ("rm_batches", pa.list_(pa.string())),
         ("rollout_batches", pa.list_(pa.string())),
         ("rollouts_trained_by", pa.int64()),
+        # The gate's statistics (issue 55): how the difference's interval was computed (paired: over per-problem
+        # differences; newcombe: two independent proportions, a side recorded without its problems' counts)
+        ("difference_method", pa.string()),
+        # JSON {problem_id: [correct, plans, mean held-out reward]} of each side: what the paired interval reads
+        ("heldout_by_problem_before", pa.string()),
+        ("heldout_by_problem_after", pa.string()),
+        # what the accuracy depends on besides the policy (grpo.heldout.accuracy_key): sides under one key compare
+        ("heldout_accuracy_key", pa.string()),
+        ("hacking_flag", pa.string()),  # "on: ..." (what it checked) | "on: suspected ..." | "off: <why>"
+        # the best accuracy of a policy ever in use, measured under the same accuracy key, when not the start's: the
+        # round is held against it too (no ratchet down)
+        ("best_policy", pa.string()),
+        ("best_accuracy", pa.float64()),
+        ("best_difference_low", pa.float64()),
+        ("best_difference_high", pa.float64()),
+        ("attempt", pa.string()),  # the attempt that committed the row (its tokens' journal: orchrm_dagster.spending)
     ]
 )
 

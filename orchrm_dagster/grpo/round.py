@@ -8,15 +8,12 @@ rewards build on what lies below them (`problems`, `train`, `rewards.Rollouts`),
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import math
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchrm_dagster.contract import NO_VERDICT_KINDS, RunErrorKind
-from orchrm_dagster.engine_config import config_to_json
 from orchrm_dagster.environments import Executor, executor_for
 from orchrm_dagster.faults import fault_point
 from orchrm_dagster.grpo import progress
@@ -24,20 +21,22 @@ from orchrm_dagster.grpo.barrier import barrier_columns
 from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, append_row, base_model_dir, checkpoint_policies,
                                              checkpoint_row, policy_manifest, policy_name, policy_store,
                                              publish_checkpoint, read_table, round_lock, round_name)
-from orchrm_dagster.grpo.gate import UNTRAINED, Accuracy, GateVerdict, Measured, Reward, policy_gate
+from orchrm_dagster.grpo.gate import UNTRAINED, GateVerdict, Reference, difference_method, policy_gate
+from orchrm_dagster.grpo.heldout import (START_MEASURE_FILE, HeldOut, HeldOutMeasure,
+                                        attempted_start_measure, best_promoted, held_out_key, keep_held_out_plans,
+                                        keep_start_measure, reused_measure, side_columns)
 from orchrm_dagster.grpo.lineage import latest_of_lineage, recipe_problem
 from orchrm_dagster.grpo.method_process import train_in_processes
 from orchrm_dagster.grpo.methods import METHODS, MethodContext, method_named
 from orchrm_dagster.grpo.profile import current_seconds, phase, profiled
 from orchrm_dagster.grpo.progress import Planned, reporting
 from orchrm_dagster.grpo.problems import round_problems
-from orchrm_dagster.grpo.rewards import Rollouts, held_out_rewards, plan_parses
 from orchrm_dagster.grpo.settings import GRPOSettings
 from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome
-from orchrm_dagster.llm import BackendSpec, build_backend, unload_model
-from orchrm_dagster.mas import is_prompt_file, load_prompt
-from orchrm_dagster.orchestration import PolicySpec, Problem, sample_plans
+from orchrm_dagster.llm import BackendSpec, build_backend
+from orchrm_dagster.orchestration import PolicySpec
 from orchrm_dagster.rm import Calibration, champion_calibration, champion_scorer, domain_of, trained_on
+from orchrm_dagster.spending import journal, spend, top_up
 from orchrm_dagster.storage import StorageRoot, local_work_dir, writing
 
 
@@ -59,24 +58,6 @@ class RoundOutcome:
     def from_json(cls, data: dict) -> RoundOutcome:
         return cls(**data)
 
-
-# Why a held-out plan measured nothing: the orchestrator produced no plan, or its execution failed for a reason of the
-# environment's, not the plan's (a plan that does not parse is the policy's own doing: measured, as incorrect)
-FAILED_KINDS = NO_VERDICT_KINDS  # a held-out plan whose run failed so is no measurement
-HELD_OUT_SEED_OFFSET = 10_000  # held-out plans are seeded apart from the training's
-HELD_OUT_PLANS_FILE = "heldout_plans.parquet"  # in the round's work folder: each side's plans as measured
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    """A policy measured on the held-out problems (one side of the gate), the key of everything that shaped its
-    plans (`held_out_key`), and the plans themselves with what became of each (none for a reused measure)."""
-
-    measured: Measured
-    key: str
-    plans: list[dict] = dataclasses.field(default_factory=list)  # problem_id, plan, parses, score, correct, failure
-    calibration: Calibration | None = None  # what predicted its accuracy (`measured.predicted`)
-    tokens: int = 0  # what measuring it cost: the plans sampled (prompt and completion), executed and scored
 
 def starting_policy(root: StorageRoot, settings: GRPOSettings, round_number: int,
                     registry: dict[str, PolicySpec]) -> tuple[PolicySpec, str]:
@@ -102,11 +83,13 @@ def run_round(root: StorageRoot, round_number: int, settings: GRPOSettings, regi
         committed = committed_round(root, round_number)
         if committed is not None:
             return finish_committed_round(root, committed, on_step)
-        outcome = _run_round(root, round_number, settings, registry, subagents, on_step)
+        attempt = uuid.uuid4().hex[:12]
+        with journal(root, round_name(round_number), attempt):  # its tokens counted even if it is killed
+            outcome = _run_round(root, round_number, settings, registry, subagents, on_step, attempt)
     return dataclasses.replace(outcome, profile=dict(profile.seconds))
 
 
-def _run_round(root, round_number, settings, registry, subagents, on_step) -> RoundOutcome:
+def _run_round(root, round_number, settings, registry, subagents, on_step, attempt: str) -> RoundOutcome:
     started = time.perf_counter()
     policy, model_dir = starting_policy(root, settings, round_number, registry)
     policy = _trained_shape(policy, settings)
@@ -122,29 +105,28 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
     on_step(f"round {round_number}: held-out plans of the starting policy ({policy.name}), executed in the "
             f"{executor.environment} environment")
     key = held_out_key(policy, held_out, settings, rm_version, executor, subagents)
-    before = reused_measure(root, key, settings)
-    calibration = before.calibration if before else None  # a reused side's prediction came from its calibration
-    calibration_tokens = 0
+    work = local_work_dir(root) / "grpo" / round_name(round_number)
+    start_file = work.with_name(f"{work.name}-{START_MEASURE_FILE}")
+    before, said = _kept_start(root, start_file, key, settings)  # read before anything is fitted
+    if said:
+        on_step(f"round {round_number}: {said}")
+    # a kept side's prediction came from its calibration: the other side is predicted by the same one
+    calibration, calibration_tokens = (before.calibration, 0) if before and before.calibration else (None, 0)
     if calibration is None:
         with phase("calibration (runs the champion never trained on, scored)"):
             calibration, calibration_tokens = champion_calibration(root, rm_version, domain, scorer)
-    measure = HeldOutMeasure(held_out, settings, scorer, subagents, executor, rm_version, calibration)
+        spend("calibration", calibration_tokens)
+    measure = HeldOutMeasure(held_out, settings, scorer, subagents, executor, rm_version, calibration, spend)
     held_out_plans = Planned("held-out", len(held_out) * settings.heldout_samples)
     progress.plan(([] if before else [held_out_plans])
                   + ([Planned("training", settings.steps)] if settings.method == "grpo" else []) + [held_out_plans])
-    work = local_work_dir(root) / "grpo" / round_name(round_number)
-    start_file = work.with_name(f"{work.name}-{START_MEASURE_FILE}")
-    if before is None:
-        before = attempted_start_measure(start_file, key)
-        if before is not None:
-            on_step(f"round {round_number}: the starting policy's held-out measure is the one an earlier attempt of "
-                    f"this round took (killed after it)")
     if before is None:
         before = measure(policy, model_dir)
         keep_start_measure(start_file, before)
-    else:
-        on_step(f"round {round_number}: the starting policy's held-out measure is reused: an earlier round measured "
-                f"it under the same key {before.key}")
+    elif before.calibration is None:  # a side measured before its champion had a calibration predicts nothing
+        before = dataclasses.replace(before, measured=dataclasses.replace(
+            before.measured, unpredicted="the start's kept measure has no calibration to predict its accuracy"))
+    best = best_promoted(root, measure.accuracy_key, policy.name)
     new_policy = work / MODEL_SUBDIR  # where the method saves the policy it trains
     method = method_named(settings.method)
     context = MethodContext(root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version,
@@ -155,6 +137,8 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                 trained = train_in_processes(context)
         else:
             trained = method.train(METHODS.settings_of(settings.method_settings, method), context)
+    for kind in ("generation", "reward", "rollout", "training"):  # what the journal was not told of as it went
+        top_up(kind, getattr(trained, f"{kind}_tokens"))
     if trained.untrained is not None:  # nothing new to measure or publish: the starting policy stays in use
         verdict = GateVerdict(UNTRAINED, trained.untrained, settings.policy_gate)
         after, checkpoint = before, None
@@ -164,14 +148,16 @@ def _run_round(root, round_number, settings, registry, subagents, on_step) -> Ro
                                          checkpoint_path=str(new_policy), step=round_number)
         on_step(f"round {round_number}: held-out plans of the new policy")
         after = measure(checkpoint, str(new_policy))
-        verdict = policy_gate(before.measured, after.measured, settings.gate_rule)
+        verdict = policy_gate(before.measured, after.measured, settings.gate_rule,
+                              Reference(*best) if best else None)
     said = verdict.reason if verdict.reason.startswith(verdict.verdict) else f"{verdict.verdict}: {verdict.reason}"
     on_step(f"round {round_number}: {said}")
     keep_held_out_plans(work, before, after)
     row = _round_row(round_number, settings, rm_version, trained, before, after, time.perf_counter() - started,
                      policy.name, verdict, published=checkpoint is not None, executor=executor,
                      calibration=calibration, heldout_tokens=calibration_tokens + before.tokens
-                     + (after.tokens if after is not before else 0)) | started_on
+                     + (after.tokens if after is not before else 0), accuracy_key=measure.accuracy_key) | started_on | {
+                         "attempt": attempt}
     path = None
     if checkpoint is not None:
         registered = checkpoint_row(round_number, str(policy_store(root).folder(round_number)), model_dir,
@@ -233,33 +219,18 @@ def finish_committed_round(root: StorageRoot, row: dict, on_step: Callable[[str]
     return RoundOutcome(row["round"], row["policy_checkpoint"], path, row, [])
 
 
-START_MEASURE_FILE = "start_measure.json"  # beside the round's work folder (which a training may start over)
-
-
-def keep_start_measure(path, held: HeldOut) -> None:
-    """The starting policy's held-out measure, kept for the round's next attempt should this one be killed: with
-    real sub-agents it can take longer than the training. Written whole (a rename) or not at all."""
-    data = dataclasses.asdict(held) | {"calibration": held.calibration.to_json() if held.calibration else None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data))
-    partial.replace(path)
-
-
-def attempted_start_measure(path, key: str) -> HeldOut | None:
-    """The measure an earlier, killed attempt of the round took of its start, if it was taken under the same key
-    (`held_out_key`: the same policy, problems, seeds, champion and environment) and no plan of it failed."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if data.get("key") != key or data["measured"]["failed"]:
-        return None
-    measured = data["measured"]
-    accuracy = Accuracy(**measured["accuracy"]) if measured["accuracy"] else None
-    calibration = Calibration.from_json(data["calibration"]) if data["calibration"] else None
-    return HeldOut(Measured(Reward(**measured["reward"]), accuracy, measured["failed"], measured["failure"],
-                            measured["predicted"]), key, data["plans"], calibration, data["tokens"])
+def _kept_start(root: StorageRoot, start_file, key: str, settings: GRPOSettings) -> tuple[HeldOut | None, str]:
+    """The start's held-out measure where one is kept under `key`: an earlier, killed attempt of this round took it,
+    or an earlier round measured the same policy alike; what to say of it."""
+    kept = attempted_start_measure(start_file, key)
+    if kept is not None:  # its tokens are that attempt's, counted in its journal
+        return (dataclasses.replace(kept, tokens=0),
+                "the starting policy's held-out measure is the one an earlier attempt of this round took")
+    kept = reused_measure(root, key, settings)
+    if kept is not None:
+        return kept, f"the starting policy's held-out measure is reused: an earlier round measured it under the " \
+                     f"same key {key}"
+    return None, ""
 
 
 def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
@@ -268,199 +239,9 @@ def _trained_shape(policy: PolicySpec, settings: GRPOSettings) -> PolicySpec:
                                grammar=settings.grammar, backend_kind=None)  # a model folder: see backend_spec
 
 
-@dataclass(frozen=True)
-class HeldOutMeasure:
-    """How a round measures a policy on its held-out problems: `heldout_samples` plans per problem sampled with fixed
-    seeds, executed (with `heldout_execute`) in the round's environment and scored by the champion; each side of
-    the gate is one call."""
-
-    problems: list[Problem]
-    settings: GRPOSettings
-    scorer: object
-    subagents: BackendSpec
-    executor: Executor
-    rm_version: int
-    calibration: Calibration | None = None
-
-    def key(self, policy: PolicySpec) -> str:
-        return held_out_key(policy, self.problems, self.settings, self.rm_version, self.executor, self.subagents)
-
-    def __call__(self, policy: PolicySpec, model_dir: str) -> HeldOut:
-        settings = self.settings
-        backend = build_backend(_held_out_batches(
-            dataclasses.replace(policy, checkpoint_path=model_dir).backend_spec(self.subagents),
-            settings.heldout_batch_size))
-        sampled = dataclasses.replace(policy, temperature=settings.heldout_temperature)
-        with phase("held-out sampling (policy load included)"):
-            samples = self._sample(sampled, backend)
-        unload_model(model_dir)  # neither it nor its decoding caches stay in memory through training
-        plans = [{"problem_id": s.problem_id, "sample_index": s.sample_index, "plan": s.plan,
-                  "parses": plan_parses(s.plan), "score": None, "correct": None,
-                  "failure": s.plan_error if s.plan_error_kind == RunErrorKind.GENERATION_FAILED.value else None}
-                 for s in samples]
-        tokens = sum(s.orchestrator_prompt_tokens + s.orchestrator_completion_tokens for s in samples)
-        if settings.heldout_execute:
-            tokens += self._execute(samples, plans)
-        with phase("held-out scoring"):
-            tokens += self._score(samples, plans)
-        return HeldOut(measured_side(plans, settings.unparseable_margin, settings.heldout_execute, self.calibration),
-                       self.key(policy), plans, self.calibration, tokens)
-
-    def _sample(self, policy: PolicySpec, backend) -> list:
-        """The held-out plans, a decoding batch of problems at a time (each plan's seed is its own: the chunks
-        change nothing of what is sampled), its progress said as it goes."""
-        settings = self.settings
-        per_call = max(1, settings.heldout_batch_size // settings.heldout_samples)
-        progress.begin(f"held-out plans of {policy.name}", "held-out",
-                       len(self.problems) * settings.heldout_samples, "plans sampled")
-        samples = []
-        fault_point("round.heldout_sampling")
-        for start in range(0, len(self.problems), per_call):
-            samples += sample_plans(policy, backend, self.problems[start:start + per_call], settings.heldout_samples,
-                                    seed=settings.seed + HELD_OUT_SEED_OFFSET)
-            progress.advance(to=len(samples))
-        return samples
-
-    def _execute(self, samples: list, plans: list[dict]) -> int:
-        """Each plan executed and labeled (or its failure kept); the sub-agent tokens it cost."""
-        todo = [i for i, plan in enumerate(plans) if plan["failure"] is None]
-        rollouts = Rollouts(self.executor)
-        with phase("held-out execution"):
-            fault_point("round.heldout_execution")
-            labeled = rollouts.run_samples([samples[i] for i in todo])
-        for i, item in zip(todo, labeled):
-            if item.result.error_kind in FAILED_KINDS:
-                plans[i]["failure"] = f"execution failed ({item.result.error_kind.value}): {item.result.error}"
-            else:
-                plans[i]["correct"] = item.correct
-        return rollouts.tokens
-
-    def _score(self, samples: list, plans: list[dict]) -> int:
-        """Each parseable plan's champion score (or its failure kept); the tokens the champion read."""
-        todo = [i for i, plan in enumerate(plans) if plan["failure"] is None and plan["parses"]]
-        if not todo:
-            return 0
-        cause, lengths = None, []
-        try:
-            scores, lengths = self.scorer.score_with_lengths([samples[i].question for i in todo],
-                                                             [samples[i].plan for i in todo])
-        except Exception as error:  # a scorer that raised measured nothing of these plans
-            scores = [None] * len(todo)
-            cause = f"scoring failed: {type(error).__name__}: {error}"
-        for i, score in zip(todo, scores):
-            if score is None or not math.isfinite(score):
-                plans[i]["failure"] = cause if score is None else f"the champion scored the plan {score}"
-            else:
-                plans[i]["score"] = float(score)
-        return sum(lengths)
-
-
-def measured_side(plans: list[dict], margin: float, executed: bool, calibration: Calibration | None) -> Measured:
-    """One side of the gate from its plans: the failed ones set apart (counted, the first cause kept), the rest
-    rewarded by the rule (`placed_rewards`), counted correct where executed, and predicted by the calibration (a plan
-    that does not parse answers nothing). No failed plan and no non-finite number reaches the gate."""
-    failed = [p for p in plans if p["failure"] is not None]
-    kept = [p for p in plans if p["failure"] is None]
-    rewards = placed_rewards([p["score"] for p in kept], [p["problem_id"] for p in kept], margin)
-    reward = Reward.of(rewards) if rewards else Reward.unparseable(len(kept))
-    accuracy = Accuracy(sum(bool(p["correct"]) for p in kept), len(kept)) if executed and kept else None
-    predicted = None
-    if calibration is not None and kept:
-        predicted = math.fsum(calibration.probability(p["score"]) if p["score"] is not None else 0.0
-                              for p in kept) / len(kept)
-    return Measured(reward, accuracy, len(failed), failed[0]["failure"] if failed else None, predicted)
-
-
-def held_out_key(policy: PolicySpec, problems: list[Problem], settings: GRPOSettings, rm_version: int,
-                 executor: Executor, subagents: BackendSpec) -> str:
-    """Everything that decides a policy's held-out plans and how they are measured, hashed: the policy (its name,
-    model or model folder, prompt, kind and top-p), the problems, their samples, seeds and temperature, the plan's
-    agents, tokens and grammar, the champion that scores them, how (`scoring`) and how unparseable plans are placed,
-    the environment and its truth, the execution's settings and the sub-agents' backend (which also decodes the
-    policy). One measure stands in for another only under the same key (`reused_measure`), and each
-    round records its sides' keys."""
-    shaped = {"policy": [policy.name, policy.model, policy.checkpoint_path if policy.kind != "checkpoint" else None,
-                         prompt_identity(policy.prompt), policy.kind, policy.top_p],
-              "benchmark": settings.benchmark, "problems": [p.problem_id for p in problems],
-              "samples": settings.heldout_samples, "seed": settings.seed + HELD_OUT_SEED_OFFSET,
-              "temperature": settings.heldout_temperature, "max_agents": settings.max_agents,
-              "max_tokens": settings.max_completion_tokens, "grammar": settings.grammar,
-              "rm_version": rm_version, "unparseable_margin": settings.unparseable_margin,
-              "executed": settings.heldout_execute, "environment": executor.environment, "truth": executor.truth,
-              "execution": config_to_json(settings.execution), "scoring": config_to_json(settings.scoring),
-              "subagents": config_to_json(subagents)}
-    return hashlib.sha256(json.dumps(shaped, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def prompt_identity(prompt: str) -> str:
-    """A shipped prompt by its name; a team's prompt file by its text, so that editing the file is a new measure."""
-    return load_prompt(prompt) if is_prompt_file(prompt) else prompt
-
-
-def _held_out_batches(spec, batch_size: int):
-    """The policy's backend decoding `batch_size` held-out plans together, where the backend batches in-process."""
-    return dataclasses.replace(spec, max_batch_size=batch_size) if hasattr(spec, "max_batch_size") else spec
-
-
-def placed_rewards(scores: list[float | None], problem_ids: list[str], margin: float) -> list[float] | None:
-    """The held-out reward of each plan: its champion score, or, for a plan that does not parse (None), the training
-    rule's place, `margin` below the lowest parseable plan of its problem on the champion's raw scale (so before and
-    after are measured alike, whatever the champion's offset); where none of a problem's plans parses, below the
-    lowest plan of the whole measurement. None where no plan parses at all: there is no reward to speak of."""
-    if not any(score is not None for score in scores):
-        return None
-    by_problem = held_out_rewards(scores, problem_ids, margin)
-    return held_out_rewards(by_problem, [None] * len(scores), margin)
-
-
-def held_out_plan_rewards(samples: list, scorer, margin: float) -> list[float] | None:
-    """`placed_rewards` of samples (question, plan, problem_id) scored by `scorer`."""
-    parses = [plan_parses(s.plan) for s in samples]
-    valid = [s for s, parsed in zip(samples, parses) if parsed]
-    scores = iter(scorer.score([s.question for s in valid], [s.plan for s in valid]) if valid else [])
-    return placed_rewards([next(scores) if parsed else None for parsed in parses], [s.problem_id for s in samples],
-                          margin)
-
-
-def keep_held_out_plans(work, before: HeldOut, after: HeldOut) -> None:
-    """Each side's held-out plans, as measured, in the round's work folder (heldout_plans.parquet): what the gate
-    decided on, to read back (a reused side has none)."""
-    import polars as pl
-
-    sides = [("before", before)] + ([("after", after)] if after is not before else [])
-    rows = [{"side": side, **plan} for side, held in sides for plan in held.plans]
-    if rows:
-        work.mkdir(parents=True, exist_ok=True)
-        pl.DataFrame(rows, infer_schema_length=None).write_parquet(work / HELD_OUT_PLANS_FILE)
-
-
-def reused_measure(root: StorageRoot, key: str, settings: GRPOSettings) -> HeldOut | None:
-    """An earlier held-out measure taken under the same key stands for this one: a checkpoint's own, taken after its
-    round, or one an earlier round took of the same policy before it trained (a loop whose rounds are not promoted
-    starts each from the same policy: it is measured once). Never a side that had a failed plan, and, with
-    heldout_execute, only one with an accuracy."""
-    for row in reversed(read_table(root, "grpo_rounds")):
-        for side in ("after", "before"):
-            if (row[f"heldout_key_{side}"] == key and not row[f"heldout_failed_{side}"]
-                    and not (settings.heldout_execute and row[f"heldout_correct_{side}"] is None)):
-                return _held_out_of(row, side, key)
-    return None
-
-
-def _held_out_of(row: dict, side: str, key: str) -> HeldOut:
-    plans = row[f"heldout_plans_{side}"]
-    correct = row[f"heldout_correct_{side}"]
-    mean = row[f"heldout_reward_{side}"]
-    reward = Reward(mean, row[f"heldout_reward_std_{side}"] or 0.0, plans)
-    accuracy = Accuracy(correct, plans) if correct is not None else None
-    calibration = Calibration.from_json(row["calibration"]) if row["calibration"] else None
-    return HeldOut(Measured(reward, accuracy, 0, None, row[f"heldout_predicted_accuracy_{side}"]), key, [],
-                   calibration)
-
-
 def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before: HeldOut, after: HeldOut,
                seconds: float, start_policy: str, verdict: GateVerdict, published: bool, executor: Executor,
-               calibration: Calibration | None, heldout_tokens: int) -> dict:
+               calibration: Calibration | None, heldout_tokens: int, accuracy_key: str) -> dict:
     confidence = settings.gate_confidence
     return {"round": round_number, "policy_checkpoint": policy_name(round_number) if published else None,
             "reward_mode": settings.reward_mode, "rm_version": rm_version, "steps": trained.steps,
@@ -474,24 +255,16 @@ def _round_row(round_number, settings, rm_version, trained: TrainOutcome, before
             "method": settings.method, "training_tokens": trained.training_tokens,
             "environment": executor.environment, "truth": executor.truth, "gate": verdict.gate, "verdict": verdict.verdict,
             "reward_hacking": verdict.reward_hacking, "confidence": confidence,
-            **_side_columns("before", before, confidence), **_side_columns("after", after, confidence),
+            **side_columns("before", before, confidence), **side_columns("after", after, confidence),
             "accuracy_difference_low": verdict.difference[0] if verdict.difference else None,
             "accuracy_difference_high": verdict.difference[1] if verdict.difference else None,
+            "difference_method": (difference_method(after.measured.accuracy, before.measured.accuracy)
+                                  if verdict.difference else None),
+            "heldout_accuracy_key": accuracy_key, "hacking_flag": verdict.hacking_flag,
+            "best_policy": verdict.best.policy if verdict.best else None,
+            "best_accuracy": verdict.best.accuracy.value if verdict.best else None,
+            "best_difference_low": verdict.best_difference[0] if verdict.best_difference else None,
+            "best_difference_high": verdict.best_difference[1] if verdict.best_difference else None,
             "seconds_by_phase": json.dumps({k: round(v, 2) for k, v in current_seconds(seconds).items()}),
             "calibration": calibration.to_json() if calibration else None, "heldout_tokens": heldout_tokens}
 
-
-def _side_columns(side: str, held_out: HeldOut, confidence: float) -> dict:
-    """The counts and intervals of one side of the gate (`grpo_rounds`' *_before / *_after columns)."""
-    measured = held_out.measured
-    accuracy = measured.accuracy
-    low, high = accuracy.interval(confidence) if accuracy else (None, None)
-    reward_low, reward_high = measured.reward.interval(confidence)
-    return {f"heldout_plans_{side}": measured.reward.plans,
-            f"heldout_correct_{side}": accuracy.correct if accuracy else None,
-            f"heldout_accuracy_low_{side}": low, f"heldout_accuracy_high_{side}": high,
-            f"heldout_reward_std_{side}": measured.reward.std,
-            f"heldout_reward_low_{side}": reward_low, f"heldout_reward_high_{side}": reward_high,
-            f"heldout_key_{side}": held_out.key, f"heldout_failed_{side}": measured.failed,
-            f"heldout_failure_{side}": measured.failure,
-            f"heldout_predicted_accuracy_{side}": measured.predicted}

@@ -135,9 +135,11 @@ class GRPOSettings:
         default=32, ge=1, description="Problems (the benchmark's last) no round trains on; the policy gate executes "
                                       "heldout_samples plans of each")
     heldout_samples: int = Field(
-        default=4, ge=1, description="Plans sampled per held-out problem, fixed seeds. 32 x 4 = 128 plans a side tell "
-                                      "a 15-point accuracy change at 95%; "
-                                      "fewer leave the gate undecided more often")
+        default=3, ge=1, description="Plans sampled per held-out problem, fixed seeds. The gate pairs the sides "
+                                     "problem by problem; 32 x 3 = 96 plans a side decide at least as often as the "
+                                     "unpaired interval did at 32 x 4, at nominal coverage (bench/gate_interval.py, "
+                                     "SIMULATED: 2,000 rounds a cell, docs/learning.md); fewer problems leave the gate "
+                                     "undecided more often")
     heldout_execute: bool = Field(default=True, description="Execute the held-out plans (in the execution's "
                                                             "environment) for the held-out accuracy the gate decides "
                                                             "on; off: the checkpoint is unverified")
@@ -155,16 +157,20 @@ class GRPOSettings:
     accuracy_margin: float = Field(default=0.05, description="How far held-out accuracy may fall (non-inferiority "
                                                              "margin) for a checkpoint to be promoted")
     gate_confidence: float = Field(default=0.95, description="Confidence of the gate's intervals (two-sided; the "
-                                                             "Newcombe interval of the accuracy difference decides)")
+                                                             "paired interval of the accuracy difference, problem by "
+                                                             "problem, decides)")
     reward_hacking_share: float = Field(
-        default=0.5, ge=0, le=1, description="Suspected reward hacking, rejected: the champion's calibration (how "
-                                             "accuracy moves with its score on runs it never trained on) predicts an "
-                                             "accuracy gain of at least accuracy_margin from the held-out scores, and "
-                                             "the upper bound of the measured gain is below this share of it")
+        default=1.5, ge=0, le=5, description="Suspected reward hacking, rejected: the champion's held-out reward rose "
+                                             "(paired by problem), its calibration (checked on runs it never saw) "
+                                             "predicts an accuracy gain from the scores, and the upper bound of the "
+                                             "measured gain is below this share of it (bench/hacking_flag.py chose "
+                                             "it)")
     heldout_max_failed: int = Field(
         default=0, ge=0, description="Held-out plans a side may lose to a failure (decoding, execution or scoring "
                                      "raised) and still be a measurement; past it the round is unverified with the "
-                                     "cause, never promoted or rejected on it, and the side is never reused")
+                                     "cause, never promoted or rejected on it, and the side is never reused. Below "
+                                     "a side's plans (heldout_problems x heldout_samples). A plan that runs past its "
+                                     "own time budget is no failure: it is an incorrect plan")
     policy_margin: float | None = Field(
         default=None, description="How far the held-out reward (the champion's mean score) may fall for a checkpoint "
                                   "to be promoted. Unset: it vetoes nothing where accuracy was measured (the reward "
@@ -204,6 +210,11 @@ class GRPOSettings:
             raise ValueError(f"unparseable_margin must be >= {MIN_UNPARSEABLE_MARGIN}")
         if not 0 < self.gate_confidence < 1 or self.accuracy_margin < 0:
             raise ValueError("gate_confidence must be in (0, 1), accuracy_margin >= 0")
+        side = self.heldout_problems * self.heldout_samples
+        if self.heldout_max_failed >= side:
+            raise ValueError(f"heldout_max_failed {self.heldout_max_failed} must be below a side's "
+                             f"{self.heldout_problems} x {self.heldout_samples} = {side} held-out plans: a side whose "
+                             f"every plan failed measured nothing")
 
     @property
     def problems_per_round(self) -> int:

@@ -26,6 +26,7 @@ from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.faults import fault_point
 from orchrm_dagster.grpo.profile import phase
 from orchrm_dagster.grpo.progress import step_callback
+from orchrm_dagster.spending import spend
 from orchrm_dagster.grpo.rewards import raw_metric
 from orchrm_dagster.grpo.shared_prefix import shared_prefix_trainer
 from orchrm_dagster.llm import (ChatRequest, Completion, SamplingSettings, loaded_model, release_static_caches,
@@ -155,7 +156,8 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
                         kl=logged_mean(logged, "kl"),
-                        generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args)),
+                        generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args))
+                        + (sampler.prompt_tokens if sampler else 0),
                         generation_seconds=sum(seconds for seconds, _ in sampler.calls) if sampler else 0.0,
                         generation_calls=tuple(sampler.calls) if sampler else (),
                         log_history=list(trainer.state.log_history),
@@ -200,6 +202,7 @@ class PlanSampler:
         self.settings = settings
         self.grammar = plan_grammar(settings)
         self.calls: list[tuple[float, int]] = []  # (seconds, completion tokens) of each call
+        self.prompt_tokens = 0  # the prompts' tokens, each row's (the policy reads them to generate)
 
     def __call__(self, prompts: list, trainer) -> dict:
         with phase("generation"):
@@ -225,6 +228,9 @@ class PlanSampler:
         if failed is not None:
             raise RuntimeError(f"sampling plans failed: {failed}")
         self.calls.append((seconds, sum(len(row.tokens) for row in rows)))
+        prompts_read = sum(len(row.prompt_ids) for row in rows)
+        self.prompt_tokens += prompts_read
+        spend("generation", prompts_read + self.calls[-1][1])
         # logprobs None: GRPO's old log-probabilities are the policy's own, computed by TRL
         return {"prompt_ids": [row.prompt_ids for row in rows], "completion_ids": [row.tokens for row in rows],
                 "logprobs": None}

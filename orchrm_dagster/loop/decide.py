@@ -310,6 +310,9 @@ def _rounds(draft: _Draft) -> str | None:
     spent = state.spending(settings.rollout_seed, settings.rollout_base)
     if settings.token_budget is not None and spent.total >= settings.token_budget:
         return f"the loop has spent its token budget ({spent.text()} of {settings.token_budget:,})"
+    if settings.token_budget is not None and spent.total + state.largest_round_tokens > settings.token_budget:
+        return (f"the next round could overrun the token budget: {spent.text()} spent of {settings.token_budget:,}, "
+                f"and a round's attempt has spent up to {state.largest_round_tokens:,}")
     number = (last.round if last else 0) + 1
     promoted = _last_promoted(state)
     waits = _barrier(state, settings, promoted) if promoted is not None else None
@@ -325,8 +328,9 @@ def _rollout(draft: _Draft, last) -> bool:
     """The promoted checkpoint (and the base policy) executes plans on the round's training problems once."""
     settings = draft.settings
     policies = _rollout_policies(settings, last)
+    # tagged with the execution's key: the base policy's rollout never stands on the main job's runs, made otherwise
     sampling = PlanSamplingSettings(n_samples=settings.rollout_samples, problem_ids=last.train_problems,
-                                    seed=settings.rollout_seed)
+                                    seed=settings.rollout_seed, run_tag=settings.rollout_execution.run_tag)
     pending = [p for p in policies if f"rollout:{last.round}:{p}" not in draft.state.runs.succeeded]
     for policy in pending:
         draft.ask(Step("rollout", f"rollout:{last.round}:{policy}", 0, f"round {last.round}'s checkpoint rolls out",

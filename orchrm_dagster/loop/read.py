@@ -8,7 +8,7 @@ import time
 
 import polars as pl
 
-from orchrm_dagster.grpo import policy_manifest, read_table, rollout_batches, round_tokens
+from orchrm_dagster.grpo import policy_manifest, read_table, rollout_batches, round_name, round_tokens
 from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
 from orchrm_dagster.pairs import current_pair_ids, pairs_batches, pairs_inputs
 from orchrm_dagster.rm import (batches_to_score, champion_refusals, current_champions, latest_version,
@@ -48,6 +48,7 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns(), rounds_on: bool =
         rounds=found_rounds,
         runs=runs,
         rollout_tokens=rollout_tokens(root, found_rounds, landing.index.inputs),
+        **round_attempts(root),
         # the scores' step writes rm_scores without changing the ingested batches: what it left to score is in the key
         retraining_tokens=retraining_tokens(root, found_rounds[0].rm_version if found_rounds else None, latest,
                                             (landing.index.inputs, version, to_score)),
@@ -146,10 +147,21 @@ def _cached(key: tuple, read):
     return _SPENT[key]
 
 
+def round_attempts(root: StorageRoot) -> dict[str, int]:
+    """Tokens of the rounds' attempts that committed no row (their journals), and the most one attempt spent."""
+    from orchrm_dagster.spending import journals
+
+    committed = {round_name(row["round"]): row.get("attempt") for row in read_table(root, "grpo_rounds")}
+    spent = [(j["step"], j["attempt"], sum(j["tokens"].values())) for j in journals(root)]
+    unfinished = sum(tokens for step, attempt, tokens in spent if committed.get(step) != attempt)
+    return {"unfinished_round_tokens": unfinished, "largest_round_tokens": max((t for _, _, t in spent), default=0)}
+
+
 def rollout_tokens(root: StorageRoot, found: tuple[Round, ...], inputs: str) -> dict[tuple[int, bool], int]:
     """Tokens of the runs the loop's rollouts make (`loop.decide`: each promoted checkpoint and, with rollout_base,
-    its base policy sample plans on the round's training problems, run ids `policy/problem/seed<S>/<i>`), each run
-    once, by (seed, whether the base policy made them)."""
+    its base policy sample plans on the round's training problems, run ids `policy/problem/seed<S>-x<tag>/<i>`), each
+    run once, by (seed, whether the base policy made them). Only tagged runs are the loop's: the main job's runs of
+    the base policy, under the same seed, are not."""
     cells = {(policy, problem, policy == r.base_policy) for r in found if r.promoted
              for policy in (r.policy, r.base_policy) for problem in r.train_problems}
     if not cells:
@@ -162,7 +174,7 @@ def rollout_tokens(root: StorageRoot, found: tuple[Round, ...], inputs: str) -> 
                                                  "subagent_tokens")
                  .join(wanted.lazy(), on=["policy_name", "problem_id"])
                  .unique(subset="run_id", keep="first")
-                 .with_columns(seed=pl.col("run_id").str.extract(r"/seed(\d+)/\d+$").cast(pl.Int64))
+                 .with_columns(seed=pl.col("run_id").str.extract(r"/seed(\d+)-x[0-9a-f]+/\d+$").cast(pl.Int64))
                  .filter(pl.col("seed").is_not_null())
                  .group_by("seed", "base").agg((pl.col("orchestrator_tokens").fill_null(0)
                                                 + pl.col("subagent_tokens").fill_null(0)).sum().alias("tokens"))
@@ -172,17 +184,23 @@ def rollout_tokens(root: StorageRoot, found: tuple[Round, ...], inputs: str) -> 
     return _cached(("rollouts", root.url, inputs, tuple(sorted(cells))), read)
 
 
+ROLLOUT_RUN = r"/seed\d+-x[0-9a-f]+/\d+$"  # a loop rollout's run id (`run_id_for` with the execution's tag)
+
+
 def retraining_tokens(root: StorageRoot, first: int | None, latest: int | None, inputs: tuple) -> int:
     """Tokens of the reward-model versions trained after `first` (the one the first round was rewarded by): each
-    one's training (its manifest's `training_tokens`) and its scoring of the runs (`rm_scores.tokens`)."""
-    if first is None or latest is None or latest <= first:
+    one's training (its manifest's `training_tokens`) and its scoring of the runs (`rm_scores.tokens`); and the
+    scoring of the loop's own rollouts by any version, `first` included (an unchanged champion scores them too)."""
+    if first is None or latest is None:
         return 0
 
     def read() -> int:
         from orchrm_dagster.rm import list_versions, synced_checkpoints_dir
 
         newer = [v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] > first]
-        scored = (scan_table(root, "rm_scores").filter(pl.col("rm_version").is_in([v["version"] for v in newer]))
+        scored = (scan_table(root, "rm_scores")
+                  .filter(pl.col("rm_version").is_in([v["version"] for v in newer])
+                          | pl.col("run_id").str.contains(ROLLOUT_RUN))
                   .select(pl.col("tokens").fill_null(0).sum()).collect().item())
         return sum(int(v.get("training_tokens") or 0) for v in newer) + int(scored or 0)
 

@@ -80,6 +80,9 @@ class LoopState:
     # the first round (training and rescoring)
     rollout_tokens: Mapping[tuple[int, bool], int] = field(default_factory=dict)
     retraining_tokens: int = 0
+    # rounds' attempts that committed no row (killed, failed, given up), from their journals (orchrm_dagster.spending)
+    unfinished_round_tokens: int = 0
+    largest_round_tokens: int = 0  # the most tokens one round's attempt spent: what the next one may spend
 
     @cached_property
     def ingested(self) -> frozenset[str]:
@@ -92,7 +95,8 @@ class LoopState:
         rollouts = self.rollout_tokens.get((rollout_seed, False), 0)
         if rollout_base:
             rollouts += self.rollout_tokens.get((rollout_seed, True), 0)
-        return Spending(sum(r.tokens for r in self.rounds), rollouts, self.retraining_tokens)
+        return Spending(sum(r.tokens for r in self.rounds) + self.unfinished_round_tokens, rollouts,
+                        self.retraining_tokens, self.unfinished_round_tokens)
 
 
 @dataclass(frozen=True)
@@ -102,12 +106,15 @@ class Spending:
     rounds: int  # the rounds' own: generation, reward, rollouts for rewards, training, held-out measures
     # (grpo.round_tokens)
     rollouts: int  # the promoted checkpoints' (and the base policy's) rollouts: plans sampled and executed
-    retraining: int  # reward-model versions trained since the first round, and the rescoring of the runs by them
+    retraining: int  # reward-model versions trained since the first round, the rescoring of the runs by them, and the
+    # scoring of the loop's rollouts by any version
+    unfinished: int = 0  # of `rounds`: attempts that committed nothing (killed, failed, given up)
 
     @property
     def total(self) -> int:
         return self.rounds + self.rollouts + self.retraining
 
     def text(self) -> str:
-        return (f"{self.total:,} tokens (rounds {self.rounds:,}, rollouts {self.rollouts:,}, reward-model retraining "
-                f"{self.retraining:,})")
+        unfinished = f", {self.unfinished:,} of it in attempts that did not finish" if self.unfinished else ""
+        return (f"{self.total:,} tokens (rounds {self.rounds:,}{unfinished}, rollouts {self.rollouts:,}, "
+                f"reward-model retraining {self.retraining:,})")

@@ -90,13 +90,13 @@ def _run_agents(question: str, plan: Plan, ctx: AgentContext, settings: AgentSet
     for position, agent_id in enumerate(plan.topological_order()):
         spec = plan.agent(agent_id)
         if deadline is not None and time.monotonic() >= deadline:
-            return run.result(error=_timeout_message(timeout_s, agent_id), error_kind=RunErrorKind.TIMEOUT)
+            return run.result(error=_timeout_message(timeout_s, agent_id), error_kind=RunErrorKind.PLAN_TIMEOUT)
         agent_ctx = replace(ctx, seed=offset_seed(ctx.seed, position * SEED_STRIDE), deadline=deadline)
         try:
             output = _run_agent(question, spec, agent_ctx, settings, run.outputs)
         except AgentTimeout as exc:
             run.calls += exc.calls
-            return run.result(error=_timeout_message(timeout_s, agent_id), error_kind=RunErrorKind.TIMEOUT)
+            return run.result(error=_timeout_message(timeout_s, agent_id), error_kind=RunErrorKind.PLAN_TIMEOUT)
         except AgentError as exc:
             run.calls += exc.calls
             return run.result(error=f"agent {agent_id} ({spec.agent_name}) failed: {exc}",

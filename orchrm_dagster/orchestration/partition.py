@@ -38,10 +38,11 @@ def sample_partition(root: StorageRoot, benchmark: str, policy: PolicySpec, back
     seed are kept, so a re-materialization only draws what is missing (and drops what is no longer asked for)."""
     cell = Cell(benchmark, policy.name)
     problems = select_problems(root, benchmark, settings.problem_limit, settings.problem_ids)
-    wanted = {run_id_for(policy, p.problem_id, settings.seed, i) for p in problems for i in range(settings.n_samples)}
+    wanted = {run_id_for(policy, p.problem_id, settings.seed, i, settings.run_tag)
+              for p in problems for i in range(settings.n_samples)}
     kept = [s for s in read_samples(root, cell) if s.run_id in wanted]
     fresh = sample_plans(policy, backend, problems, settings.n_samples, settings.seed,
-                         skip_run_ids=frozenset(s.run_id for s in kept))
+                         skip_run_ids=frozenset(s.run_id for s in kept), run_tag=settings.run_tag)
     samples = kept + fresh
     write_samples(root, cell, samples)
     return SamplingReport(samples, len(fresh))

@@ -52,9 +52,10 @@ def sample_seed(seed: int, problem_id: str, sample_index: int) -> int:
     return int.from_bytes(digest, "big") & 0x7FFFFFFF
 
 
-def run_id_for(policy: PolicySpec, problem_id: str, seed: int, sample_index: int) -> str:
-    """Deterministic, so an interrupted run can resume without redoing finished samples."""
-    return f"{policy.name}/{problem_id}/seed{seed}/{sample_index}"
+def run_id_for(policy: PolicySpec, problem_id: str, seed: int, sample_index: int, run_tag: str = "") -> str:
+    """Deterministic, so an interrupted run can resume without redoing finished samples. `run_tag` (a loop's
+    rollouts: their execution's key) sets runs made for one purpose apart from the same plans made for another."""
+    return f"{policy.name}/{problem_id}/seed{seed}{f'-x{run_tag}' if run_tag else ''}/{sample_index}"
 
 
 # The embedded default: SmolLM2 as a base orchestrator, and the same model with a few-shot prompt as a stand-in

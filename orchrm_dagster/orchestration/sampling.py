@@ -63,18 +63,19 @@ def orchestrator_request(policy: PolicySpec, question: str, seed: int,
 
 
 def sample_plans(policy: PolicySpec, backend: LLMBackend, problems: list[Problem], n: int, seed: int,
-                 skip_run_ids: frozenset[str] = frozenset()) -> list[PlanSample]:
-    """N plans per problem, in one batched generate call; samples whose run_id is in `skip_run_ids` are not redrawn."""
+                 skip_run_ids: frozenset[str] = frozenset(), run_tag: str = "") -> list[PlanSample]:
+    """N plans per problem, in one batched generate call; samples whose run_id is in `skip_run_ids` are not redrawn.
+    `run_tag` goes into the run ids (`run_id_for`), never into what is sampled."""
     wanted = [(problem, i) for problem in problems for i in range(n)
-              if run_id_for(policy, problem.problem_id, seed, i) not in skip_run_ids]
+              if run_id_for(policy, problem.problem_id, seed, i, run_tag) not in skip_run_ids]
     requests = [orchestrator_request(policy, p.question, sample_seed(seed, p.problem_id, i), p.choices)
                 for p, i in wanted]
     completions = backend.generate(requests) if requests else []
-    return [_sample(policy, backend, problem, i, seed, completion)
+    return [_sample(policy, backend, problem, i, seed, completion, run_tag)
             for (problem, i), completion in zip(wanted, completions)]
 
 
-def _sample(policy, backend, problem: Problem, index: int, seed: int, completion) -> PlanSample:
+def _sample(policy, backend, problem: Problem, index: int, seed: int, completion, run_tag: str = "") -> PlanSample:
     parsed = parse_plan(completion.text) if completion.error is None else None
     plan_error = plan_error_code = plan_error_kind = None
     if completion.error is not None:
@@ -82,7 +83,7 @@ def _sample(policy, backend, problem: Problem, index: int, seed: int, completion
     elif isinstance(parsed, PlanError):
         plan_error, plan_error_code, plan_error_kind = str(parsed), parsed.code, RunErrorKind.PLAN_UNPARSEABLE.value
     return PlanSample(
-        run_id=run_id_for(policy, problem.problem_id, seed, index), problem_id=problem.problem_id,
+        run_id=run_id_for(policy, problem.problem_id, seed, index, run_tag), problem_id=problem.problem_id,
         benchmark=problem.benchmark, question=problem.question, reference_answer=problem.answer,
         answer_type=problem.answer_type, policy_name=policy.name, policy_kind=policy.kind, policy_step=policy.step,
         orchestrator_model=backend.model_id, sample_index=index, seed=sample_seed(seed, problem.problem_id, index),

@@ -22,6 +22,9 @@ class PlanSamplingSettings:
     problem_limit: int = Field(default=4, description="The first N problems of the benchmark")
     problem_ids: tuple[str, ...] = Field(default=(), description="Exactly these problems instead")
     seed: int = Field(default=0, description="Seeds every sample (with the problem and sample index)")
+    run_tag: str = Field(default="", description="Set in the run ids, apart from what is sampled (a loop's rollouts: "
+                                                 "their execution's key, so a run is reused only when it was made "
+                                                 "under the same environment and execution settings)")
 
 
 @engine_config
@@ -48,6 +51,19 @@ class ExecutionSettings:
                                       + ENVIRONMENTS.described())
     environment_settings: EnvironmentSettings = Field(default_factory=EnvironmentSettings,
                                                       description="Each environment's own settings section, by name")
+
+    @property
+    def run_tag(self) -> str:
+        """A short key of everything that decides what an executed run says (the environment, its own settings and
+        truth, the sub-agents' settings; not how many plans run at once): runs tagged alike were made alike."""
+        import hashlib
+        import json
+
+        from orchrm_dagster.engine_config import config_to_json
+
+        shaped = config_to_json(self)
+        shaped.pop("concurrent_plans", None)
+        return hashlib.sha256(json.dumps(shaped, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
     def in_environment(self, environment: str | None, truth: str | None = None) -> "ExecutionSettings":
         """These settings with plans executed in `environment` (None: as they are, or the simulated environment when a

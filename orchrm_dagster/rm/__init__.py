@@ -61,6 +61,7 @@ _EXPORTS = {
     "read_training_pairs": "checkpoints",
     "train_on_current_pairs": "challenger",
     "RewardScorer": "score",
+    "resolve_dtype": "score",
     "InputFormat": "template",
     "InputSpec": "template",
     "write_input_spec": "template",

@@ -25,6 +25,25 @@ class Calibration:
     slope: float
     runs: int  # runs it was fitted on (of problems it never trained on)
     correct: int  # of them, correct
+    # the check before it is used: the cross-validated log loss of the fit on runs each fold never saw, and that of a
+    # constant (each fold's base rate); None: a fit recorded before the check
+    cv_log_loss: float | None = None
+    constant_log_loss: float | None = None
+
+    @property
+    def trusted(self) -> bool:
+        """The fit predicts correctness better than a constant on runs it never saw."""
+        return (self.cv_log_loss is not None and self.constant_log_loss is not None
+                and self.cv_log_loss < self.constant_log_loss)
+
+    def untrusted_reason(self) -> str | None:
+        """Why its predictions cannot be used (None: they can)."""
+        if self.cv_log_loss is None or self.constant_log_loss is None:
+            return "the calibration was fitted before calibrations were checked"
+        if not self.trusted:
+            return (f"the calibration is no better than a constant on runs it never saw (cross-validated log loss "
+                    f"{self.cv_log_loss:.4f} against {self.constant_log_loss:.4f}; {self.runs} runs)")
+        return None
 
     def probability(self, score: float) -> float:
         z = self.intercept + self.slope * score
@@ -35,8 +54,11 @@ class Calibration:
         return math.fsum(self.probability(s) for s in scores) / len(scores)
 
     def text(self) -> str:
+        checked = (f"; cross-validated log loss {self.cv_log_loss:.4f} against a constant's "
+                   f"{self.constant_log_loss:.4f}" if self.cv_log_loss is not None and self.constant_log_loss is not None
+                   else "")
         return (f"P(correct) = sigmoid({self.intercept:+.3f} {self.slope:+.3f} x score), fitted on {self.runs} "
-                f"runs it never trained on ({self.correct} correct)")
+                f"runs it never trained on ({self.correct} correct){checked}")
 
     def to_json(self) -> str:
         """What `grpo_rounds.calibration` holds (`from_json` reads it back)."""
@@ -57,14 +79,36 @@ def fit_calibration(scores: Sequence[float], correct: Sequence[bool]) -> Calibra
     right = sum(bool(c) for c in correct)
     if min(right, len(correct) - right) < MIN_RUNS_OF_EACH or len(set(scores)) < 2:
         return None
-    from sklearn.linear_model import LogisticRegression
-
     import numpy as np
 
+    x, y = np.asarray(scores, float).reshape(-1, 1), np.asarray(correct, bool)
+    fit = _logistic().fit(x, y)
+    cv, constant = _checked(x, y)
+    return Calibration(float(fit.intercept_[0]), float(fit.coef_[0, 0]), len(correct), right, cv, constant)
+
+
+CHECK_FOLDS = 5
+
+
+def _logistic():
+    from sklearn.linear_model import LogisticRegression
+
     # all but unpenalized: the slope keeps the score's own scale, and separable data still converge
-    fit = LogisticRegression(C=1e4, max_iter=1000).fit(np.asarray(scores, float).reshape(-1, 1),
-                                                       np.asarray(correct, bool))
-    return Calibration(float(fit.intercept_[0]), float(fit.coef_[0, 0]), len(correct), right)
+    return LogisticRegression(C=1e4, max_iter=1000)
+
+
+def _checked(x, y) -> tuple[float, float]:
+    """The fit's log loss on runs each of CHECK_FOLDS folds never saw (stratified, fixed seed), and a constant's (the
+    fold's base rate): a fit no better than the constant cannot say how accuracy moves with the score."""
+    import numpy as np
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import StratifiedKFold
+
+    fitted, constant = np.empty(len(y)), np.empty(len(y))
+    for train, test in StratifiedKFold(CHECK_FOLDS, shuffle=True, random_state=0).split(x, y):
+        fitted[test] = _logistic().fit(x[train], y[train]).predict_proba(x[test])[:, 1]
+        constant[test] = y[train].mean()
+    return float(log_loss(y, fitted, labels=[False, True])), float(log_loss(y, constant, labels=[False, True]))
 
 
 def calibration_runs(root: StorageRoot, version: int, domain: str, limit: int = CALIBRATION_RUNS) -> pl.DataFrame:

@@ -76,7 +76,7 @@ def test_a_rejected_round_killed_after_its_verdict_registers_its_checkpoint_unpr
 
 def test_the_next_attempt_takes_up_a_killed_attempts_start_measure_under_the_same_key_only(tmp_path):
     from orchrm_dagster.grpo.gate import Accuracy, Measured, Reward
-    from orchrm_dagster.grpo.round import HeldOut, attempted_start_measure, keep_start_measure
+    from orchrm_dagster.grpo.heldout import HeldOut, attempted_start_measure, keep_start_measure
 
     plans = [{"problem_id": "p1", "sample_index": 0, "plan": "{}", "parses": True, "score": 0.5, "correct": True,
               "failure": None}]

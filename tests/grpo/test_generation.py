@@ -85,9 +85,11 @@ def test_a_round_samples_grammar_plans_trains_and_saves_a_loadable_checkpoint(ti
 
     outcome, reward = _round(tiny_policy, str(tmp_path / "a"), SETTINGS)
     assert outcome.steps == 1 and len(reward.completion_ids) == SETTINGS.group_size
-    assert outcome.generation_tokens == sum(map(len, reward.completion_ids)) > 0 and outcome.generation_seconds > 0
+    completions = sum(map(len, reward.completion_ids))
+    prompts = outcome.generation_tokens - completions  # the group's prompt, read once a row: counted (issue 55)
+    assert completions > 0 and prompts > 0 and prompts % SETTINGS.group_size == 0 and outcome.generation_seconds > 0
     # one generation call per step, with its own seconds and the tokens it sampled (as TRL logged them)
-    assert [tokens for _, tokens in outcome.generation_calls] == [outcome.generation_tokens]
+    assert [tokens for _, tokens in outcome.generation_calls] == [completions]
     assert all(seconds > 0 for seconds, _ in outcome.generation_calls)
     tokenizer = AutoTokenizer.from_pretrained(tiny_policy)
     grammar = plan_grammar_ebnf(max_agents=SETTINGS.max_agents, bounds=TextBounds.fit(

@@ -67,7 +67,7 @@ def failing_registered(monkeypatch):
 
 def sampled_policies(monkeypatch) -> list[str]:
     """The policies whose held-out plans a round samples, in order."""
-    from orchrm_dagster.grpo import round as round_module
+    from orchrm_dagster.grpo import heldout as round_module
 
     sampled = []
     sample_plans = round_module.sample_plans

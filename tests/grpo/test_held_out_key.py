@@ -64,3 +64,30 @@ def test_a_round_whose_held_out_temperature_changed_measures_its_start_afresh(ch
     assert second["heldout_key_before"] != first["heldout_key_before"]
     third = run_round(champion_root, 3, warmer, registry(tiny_policy), TransformersSpec()).row
     assert sampled[4:] == ["grpo-r0003"] and third["heldout_key_before"] == second["heldout_key_before"]
+
+
+def test_a_corrected_question_or_answer_under_the_same_id_is_another_measure():
+    corrected = [dataclasses.replace(PROBLEMS[0], answer="3")] + PROBLEMS[1:]
+    reworded = [dataclasses.replace(PROBLEMS[0], question="What is 0 + 0? Answer in words.")] + PROBLEMS[1:]
+    assert key(problems=corrected) != key() and key(problems=reworded) != key()
+
+
+def test_device_and_dtype_are_keyed_as_they_resolve_not_as_auto():
+    from orchrm_dagster.grpo.heldout import resolved
+
+    assert resolved({"device": "auto", "dtype": "auto"}) == {"device": "cpu", "dtype": "fp32"}  # this machine
+    on_cpu = dataclasses.replace(SETTINGS, scoring=ScoringSettings(device="cpu", dtype="fp32"))
+    assert key(on_cpu) == key()  # "auto" here is the CPU in fp32: the same measure
+    assert key(dataclasses.replace(SETTINGS, scoring=ScoringSettings(device="cpu", dtype="bf16"))) != key()
+
+
+def test_the_accuracy_key_leaves_out_the_policy_and_the_champion():
+    from orchrm_dagster.grpo import accuracy_key
+
+    executor = executor_for(SETTINGS.execution, lambda: build_backend(TransformersSpec()))
+    same = accuracy_key(PROBLEMS, SETTINGS, executor, TransformersSpec())
+    assert same == accuracy_key(PROBLEMS, dataclasses.replace(SETTINGS, scoring=ScoringSettings(max_length=128)),
+                                executor, TransformersSpec())
+    assert same != accuracy_key(PROBLEMS[:2], SETTINGS, executor, TransformersSpec())
+    assert same != accuracy_key(PROBLEMS, dataclasses.replace(SETTINGS, heldout_samples=5), executor,
+                                TransformersSpec())

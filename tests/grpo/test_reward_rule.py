@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from orchrm_dagster.grpo import group_rewards, held_out_rewards
 from orchrm_dagster.grpo.gate import Reward
-from orchrm_dagster.grpo.round import held_out_plan_rewards
+from orchrm_dagster.grpo.heldout import held_out_plan_rewards
 
 from ..orchestration.test_sampling_and_execution import PLAN
 

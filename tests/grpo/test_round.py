@@ -73,7 +73,7 @@ def test_a_teams_own_orchestrator_with_a_prompt_file_outside_the_package_trains_
         champion_root, tiny_policy, tmp_path):
     """A policy as a settings file names one: a model folder and a prompt file anywhere; its plans are sampled from
     that prompt, and the checkpoint remembers it (the next round and the rollouts sample with it)."""
-    from orchrm_dagster.grpo.round import prompt_identity
+    from orchrm_dagster.grpo.heldout import prompt_identity
     from orchrm_dagster.mas import load_prompt
 
     prompt = tmp_path / "team" / "orchestrator.txt"

@@ -32,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "lora": {"faults"},
     "processes": set(),
     "faults": set(),  # the points where fault tests kill a process
+    "spending": {"storage"},  # each attempt's tokens, journaled as they are spent
     "training_logs": {"engine_config"},
     "trainer_checkpoints": {"engine_config", "lora", "faults"},
     "trainer_args": set(),
@@ -59,8 +60,8 @@ ALLOWED: dict[str, set[str]] = {
                    "environments"},
     "grpo": {"contract", "engine_config", "devices", "storage", "llm", "mas", "plans", "labels", "pairs", "rm",
              "orchestration", "evaluation", "reporting", "registry", "training_logs", "environments", "lora",
-             "processes", "trainer_checkpoints", "trainer_args", "faults"},
-    "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo"},
+             "processes", "trainer_checkpoints", "trainer_args", "faults", "spending"},
+    "loop": {"engine_config", "storage", "orchestration", "pairs", "rm", "grpo", "spending"},
     "serving": {"storage", "rm", "engine_config"},
     "integrations": {"storage", "rm"},  # the champion as a reward for other trainers (TRL): over HTTP or in process
     "settings": {"engine_config", "settings_file", "storage", "llm", "orchestration", "mas", "problems", "ingest",
