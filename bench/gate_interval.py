@@ -110,8 +110,10 @@ def ratchet(rng, args) -> None:
 
     problems, loops = 32, args.loops
     print(f"\nThe ratchet: {loops} loops of 10 rounds, {problems} problems' held-out plans, the same seeds for every "
-          f"policy (shared random numbers), each move's per-problem effect N(mean, spread) clipped to [0, 1]; margin {MARGIN}.\n")
-    print("| move's effect by problem | gate | moves promoted | in-use policy within one margin of the base after 10 rounds "
+          f"policy (shared random numbers), each move's per-problem effect N(mean, spread) clipped to [0, 1]; "
+          f"margin {MARGIN}.\n")
+    print("| move's effect by problem | gate | moves promoted "
+          "| in-use policy within one margin of the base after 10 rounds "
           "| mean true change of the in-use policy |")
     print("|---|---|---|---|---|")
     rule = GateRule(accuracy_margin=MARGIN, confidence=args.confidence)

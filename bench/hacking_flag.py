@@ -80,7 +80,8 @@ def main() -> None:
             result["share"] = share
             rates.setdefault(label, []).append(result)
             print(f"| {label} | {share:g} | {result['true_gain']:+.3f} | {result['predicted_gain']:+.3f} | "
-                  f"{result['rose'] / args.rounds:.1%} | {result['flagged']:.1%} | {_rate(result['flagged_rose'], result['rose'])} | "
+                  f"{result['rose'] / args.rounds:.1%} | {result['flagged']:.1%} | "
+                  f"{_rate(result['flagged_rose'], result['rose'])} | "
                   f"{result['old_flagged']:.1%} | {result['promoted']:.1%} |", flush=True)
     print()
     for label, results in rates.items():
@@ -210,7 +211,8 @@ def simulate(plans, share: float, chance, calibration, settings, samples: int, r
             else None
         measured = accuracy_difference(after.accuracy, before.accuracy, rule.confidence)
         for hacking_share in hacking_shares:
-            hit = hacking_suspected(gain, measured, dataclasses.replace(rule, hacking_share=hacking_share), rose)
+            hit = hacking_suspected(gain, measured, dataclasses.replace(rule, hacking_share=hacking_share), rose,
+                                    resolution=1 / after.accuracy.plans)
             by_share[hacking_share] += hit
             by_share_rose[hacking_share] += hit and rose
         raw = {side: _raw_prediction(sides[side], calibration) for side in sides}

@@ -62,7 +62,10 @@ def journal(root: StorageRoot, step: str, attempt: str) -> Iterator[Journal]:
     finally:
         _CURRENT.reset(token)
         opened.finished = True
-        opened.write()
+        try:
+            opened.write()
+        except OSError:  # a full disk or a lost store must not hide how the attempt itself ended
+            pass
 
 
 def spend(kind: str, tokens: int) -> None:

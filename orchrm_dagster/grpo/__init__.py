@@ -21,7 +21,8 @@ from orchrm_dagster.grpo.settings import (GRPOSettings, MethodName, MethodSettin
 
 __all__ = [
     "rollout_batches",
-    "Accuracy", "GateRule", "Reference", "accuracy_key", "newcombe_difference", "paired_difference", "HELD_OUT_PLANS_FILE", "HeldOutMeasure", "Measured", "Reward", "hacking_suspected",
+    "Accuracy", "GateRule", "Reference", "accuracy_key", "newcombe_difference", "paired_difference",
+    "HELD_OUT_PLANS_FILE", "HeldOutMeasure", "Measured", "Reward", "hacking_suspected",
     "held_out_key", "TOKEN_COLUMNS", "round_tokens", "accuracy_difference", "rounds_table",
     "GateVerdict", "GRPOSettings", "HeldOut", "MethodContext", "MethodName", "MethodSettings", "PlanReward", "Profile", "RewardContext", "RewardKind", "RewardName",
     "RewardSettings", "RoundOutcome", "Rollouts", "base_model_dir", "checkpoint_policies", "completion_text",

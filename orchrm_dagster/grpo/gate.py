@@ -292,19 +292,20 @@ def hacking_flag(before: Measured, after: Measured, rule: GateRule, measured: tu
     checked = (f"reward difference [{low:+.4f}, {high:+.4f}], calibrated accuracy gain {gain:+.3f} "
                f"({before.predicted:.3f} -> {after.predicted:.3f}), measured [{measured[0]:+.3f}, "
                f"{measured[1]:+.3f}]")
-    if hacking_suspected(gain, measured, rule, reward_rose=low > 0):
+    if hacking_suspected(gain, measured, rule, reward_rose=low > 0, resolution=1 / after.accuracy.plans):
         return (f"{SUSPECTED}: the champion's reward rose ({checked}), below {rule.hacking_share:g} of the "
                 f"predicted gain")
     return f"on: {checked}"
 
 
 def hacking_suspected(predicted_gain: float | None, measured: tuple[float, float], rule: GateRule,
-                      reward_rose: bool = True) -> bool:
-    """The reward rose, its calibration predicts an accuracy gain, the measured gain's interval reaches 0 (no gain
-    shown) and its upper bound is below `hacking_share` of the prediction. Without a prediction nothing is
-    suspected; a gain the measurement shows is never a hack, whatever the calibration expected."""
+                      reward_rose: bool = True, resolution: float = 0.0) -> bool:
+    """The reward rose, its calibration predicts an accuracy gain of at least `resolution` (one plan of a side: a
+    smaller one no measurement could show), the measured gain's interval reaches 0 (no gain shown) and its upper
+    bound is below `hacking_share` of the prediction. Without a prediction nothing is suspected; a gain the
+    measurement shows is never a hack, whatever the calibration expected."""
     low, high = measured
-    if predicted_gain is None or predicted_gain <= 0 or not reward_rose or low > 0:
+    if predicted_gain is None or predicted_gain <= 0 or predicted_gain < resolution or not reward_rose or low > 0:
         return False
     return high < rule.hacking_share * predicted_gain
 
@@ -313,8 +314,9 @@ def reward_rose(before: Measured, after: Measured, confidence: float) -> tuple[f
     """The interval of the held-out reward's change, paired by problem (None: a side has no reward)."""
     if before.reward.mean is None or after.reward.mean is None:
         return None
-    if before.reward_by_problem and after.reward_by_problem:
-        return paired_interval(dict(after.reward_by_problem), dict(before.reward_by_problem), confidence)
+    after_rewards, before_rewards = dict(after.reward_by_problem), dict(before.reward_by_problem)
+    if len(after_rewards.keys() & before_rewards.keys()) >= MIN_PAIRED_PROBLEMS:
+        return paired_interval(after_rewards, before_rewards, confidence)
     from scipy.stats import t
 
     spread = math.sqrt(before.reward.std ** 2 / before.reward.plans + after.reward.std ** 2 / after.reward.plans)

@@ -348,9 +348,11 @@ def reused_measure(root: StorageRoot, key: str, settings: GRPOSettings) -> HeldO
     return None
 
 
-def best_promoted(root: StorageRoot, key: str, start_policy: str) -> tuple[str, Accuracy] | None:
-    """The best accuracy measured under the accuracy key `key` of a policy that was ever in use (a round's start, or
-    a promoted checkpoint), with its name; None when that is the start itself, or nothing was measured alike.
+def best_promoted(root: StorageRoot, key: str, start_policy: str,
+                  start: Accuracy | None) -> tuple[str, Accuracy] | None:
+    """The best accuracy measured under the accuracy key `key` of a policy other than the start that was ever in use
+    (a round's start, or a promoted checkpoint), with its name, where it is above the start's own (`start`, as
+    measured now); None otherwise (the start is the other side of the gate already).
     A round is held against it as well as against its start, so that rounds each within the margin of their start
     cannot walk accuracy down round by round."""
     best: tuple[str, Accuracy] | None = None
@@ -360,11 +362,11 @@ def best_promoted(root: StorageRoot, key: str, start_policy: str) -> tuple[str, 
         sides = [("before", row["start_policy"])] + ([("after", row["policy_checkpoint"])] if row["promoted"] else [])
         for side, name in sides:
             measured = held_out_of(row, side).measured.accuracy
-            if row[f"heldout_failed_{side}"] or measured is None or not measured.by_problem:
+            if name == start_policy or row[f"heldout_failed_{side}"] or measured is None or not measured.by_problem:
                 continue
             if best is None or measured.value > best[1].value:
                 best = (name, measured)
-    return None if best is None or best[0] == start_policy else best
+    return best if best is not None and (start is None or best[1].value > start.value) else None
 
 
 def held_out_of(row: dict, side: str) -> HeldOut:

@@ -42,10 +42,12 @@ def train_share(job: dict, folder: Path) -> dict:
     outcome = method.train(METHODS.settings_of(context.settings.method_settings, method), context)
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, outcome)
-    # each process counted the rewards and rollouts of its own share of the plans; the trainer's log is global
+    # each process counted the rewards and rollouts of its own share of the plans, and with transformers generation
+    # its own prompts and completions; the trainer's log (vLLM's count) is global
+    generation = (sum(o.generation_tokens for o in every) if outcome.generation_calls else outcome.generation_tokens)
     return dataclasses.asdict(dataclasses.replace(
         outcome, reward_tokens=sum(o.reward_tokens for o in every), rollout_tokens=sum(o.rollout_tokens for o in every),
-        generation_seconds=max(o.generation_seconds for o in every)))
+        generation_tokens=generation, generation_seconds=max(o.generation_seconds for o in every)))
 
 
 def _context(job: dict) -> MethodContext:

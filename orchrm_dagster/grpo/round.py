@@ -126,7 +126,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step, attem
     elif before.calibration is None:  # a side measured before its champion had a calibration predicts nothing
         before = dataclasses.replace(before, measured=dataclasses.replace(
             before.measured, unpredicted="the start's kept measure has no calibration to predict its accuracy"))
-    best = best_promoted(root, measure.accuracy_key, policy.name)
+    best = best_promoted(root, measure.accuracy_key, policy.name, before.measured.accuracy)
     new_policy = work / MODEL_SUBDIR  # where the method saves the policy it trains
     method = method_named(settings.method)
     context = MethodContext(root, round_number, model_dir, policy, train, held_out, settings, scorer, rm_version,

@@ -156,8 +156,8 @@ def train_round(model_dir: str, dataset, reward_funcs: list, settings, output_di
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     return TrainOutcome(steps=trainer.state.global_step, mean_reward=_weighted_raw_mean(logged, reward_funcs, settings),
                         kl=logged_mean(logged, "kl"),
-                        generation_tokens=generated_tokens(trainer.state.log_history, completions_per_step(args))
-                        + (sampler.prompt_tokens if sampler else 0),
+                        generation_tokens=sampler.tokens if sampler else generated_tokens(
+                            trainer.state.log_history, completions_per_step(args)),
                         generation_seconds=sum(seconds for seconds, _ in sampler.calls) if sampler else 0.0,
                         generation_calls=tuple(sampler.calls) if sampler else (),
                         log_history=list(trainer.state.log_history),
@@ -203,6 +203,12 @@ class PlanSampler:
         self.grammar = plan_grammar(settings)
         self.calls: list[tuple[float, int]] = []  # (seconds, completion tokens) of each call
         self.prompt_tokens = 0  # the prompts' tokens, each row's (the policy reads them to generate)
+
+    @property
+    def tokens(self) -> int:
+        """What this attempt's calls read and generated (a resumed training's earlier steps are its killed attempt's,
+        counted in that attempt's journal)."""
+        return self.prompt_tokens + sum(tokens for _, tokens in self.calls)
 
     def __call__(self, prompts: list, trainer) -> dict:
         with phase("generation"):

@@ -174,7 +174,11 @@ def rollout_tokens(root: StorageRoot, found: tuple[Round, ...], inputs: str) -> 
                                                  "subagent_tokens")
                  .join(wanted.lazy(), on=["policy_name", "problem_id"])
                  .unique(subset="run_id", keep="first")
-                 .with_columns(seed=pl.col("run_id").str.extract(r"/seed(\d+)-x[0-9a-f]+/\d+$").cast(pl.Int64))
+                 .with_columns(seed=pl.col("run_id").str.extract(ROLLOUT_SEED).cast(pl.Int64))
+                 # a checkpoint's runs untagged: its rollout before runs were tagged (the main job never samples it)
+                 .with_columns(seed=pl.when(pl.col("seed").is_null() & ~pl.col("base"))
+                               .then(pl.col("run_id").str.extract(r"/seed(\d+)/\d+$").cast(pl.Int64))
+                               .otherwise(pl.col("seed")))
                  .filter(pl.col("seed").is_not_null())
                  .group_by("seed", "base").agg((pl.col("orchestrator_tokens").fill_null(0)
                                                 + pl.col("subagent_tokens").fill_null(0)).sum().alias("tokens"))
@@ -185,6 +189,7 @@ def rollout_tokens(root: StorageRoot, found: tuple[Round, ...], inputs: str) -> 
 
 
 ROLLOUT_RUN = r"/seed\d+-x[0-9a-f]+/\d+$"  # a loop rollout's run id (`run_id_for` with the execution's tag)
+ROLLOUT_SEED = r"/seed(\d+)-x[0-9a-f]+/\d+$"
 
 
 def retraining_tokens(root: StorageRoot, first: int | None, latest: int | None, inputs: tuple) -> int:

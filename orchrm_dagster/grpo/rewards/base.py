@@ -12,6 +12,7 @@ from orchrm_dagster.grpo.rewards.rule import group_rewards, held_out_rewards
 from orchrm_dagster.environments import Executor, Labeled, PlanJob, execute_and_label
 from orchrm_dagster.orchestration import PlanSample, plan_job
 from orchrm_dagster.rm import plan_parses
+from orchrm_dagster.spending import spend
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,14 @@ class PlanReward:
 
     def raw_rewards(self, plans: list[str], **columns) -> list[float]:
         raise NotImplementedError
+
+    def spent(self, reward: int = 0, rollout: int = 0) -> None:
+        """Tokens this reward read (`reward`) and executed (`rollout`), counted in the round and, as they are spent,
+        in its attempt's journal (`orchrm_dagster.spending`)."""
+        self.reward_tokens += reward
+        self.rollout_tokens += rollout
+        spend("reward", reward)
+        spend("rollout", rollout)
 
     def __call__(self, prompts, completions, problem_id: Sequence[str], log_metric=None, **columns) -> list[float]:
         with phase(f"reward: {self.__name__}"):
@@ -135,5 +144,5 @@ class Rollouts:
         """`run`, adding the sub-agent tokens it spent to `reward.rollout_tokens`."""
         before = self.tokens
         labeled = self.run(questions, plans, answer_types, answers, choices)
-        reward.rollout_tokens += self.tokens - before
+        reward.spent(rollout=self.tokens - before)
         return labeled

@@ -22,7 +22,7 @@ class CollaborativeReward(PlanReward):
         texts = [f"Final answer: {r.final_answer or '(none)'}\n\n" + "\n\n".join(c.output for c in r.calls)
                  for r in results]
         static = static_scores(list(question), finals, texts, self.settings, self.embedder)
-        self.reward_tokens += sum(static.tokens)
+        self.spent(reward=sum(static.tokens))
         keys = [vote_key_of(f) for f in finals]
         agreement = [agreement_score(keys[i], [keys[j] for j in range(len(plans)) if j != i
                                                and problem_id[j] == problem_id[i]]) for i in range(len(plans))]

@@ -20,7 +20,7 @@ class OrchRMReward(PlanReward):
 
     def raw_rewards(self, plans, question, **_) -> list[float]:
         scores, lengths = self.scorer.score_with_lengths(question, plans)
-        self.reward_tokens += sum(lengths)
+        self.spent(reward=sum(lengths))
         return scores
 
 
