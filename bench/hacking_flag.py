@@ -175,8 +175,8 @@ def simulate(plans, share: float, chance, calibration, settings, samples: int, r
              hacking_shares: list[float]) -> dict:
     import dataclasses
 
-    from orchrm_dagster.grpo import hacking_suspected, policy_gate
-    from orchrm_dagster.grpo.gate import accuracy_difference, reward_rose
+    from orchrm_dagster.grpo import policy_gate
+    from orchrm_dagster.grpo.gate import accuracy_difference, hacking_flag, reward_rose
     from orchrm_dagster.grpo.heldout import measured_side
 
     rule = settings.gate_rule
@@ -207,12 +207,9 @@ def simulate(plans, share: float, chance, calibration, settings, samples: int, r
         tally["flagged"] += verdict.reward_hacking
         tally["flagged_rose"] += verdict.reward_hacking and rose
         tally["promoted"] += verdict.promoted
-        gain = (after.predicted - before.predicted) if after.predicted is not None and before.predicted is not None \
-            else None
         measured = accuracy_difference(after.accuracy, before.accuracy, rule.confidence)
-        for hacking_share in hacking_shares:
-            hit = hacking_suspected(gain, measured, dataclasses.replace(rule, hacking_share=hacking_share), rose,
-                                    resolution=1 / after.accuracy.plans)
+        for hacking_share in hacking_shares:  # the gate's own flag, at each share
+            hit, _ = hacking_flag(before, after, dataclasses.replace(rule, hacking_share=hacking_share), measured)
             by_share[hacking_share] += hit
             by_share_rose[hacking_share] += hit and rose
         raw = {side: _raw_prediction(sides[side], calibration) for side in sides}

@@ -75,19 +75,29 @@ def spend(kind: str, tokens: int) -> None:
         current.add(kind, tokens)
 
 
+_READ: dict[tuple, dict] = {}  # a journal as read, by its path and version: the loop lists them every tick
+
+
 def journals(root: StorageRoot) -> list[dict]:
-    """Every attempt's journal on the root (step, attempt, tokens by kind, finished)."""
+    """Every attempt's journal on the root (step, attempt, tokens by kind, finished); one listing, and a read only of
+    the journals that changed since the last call."""
     folder = root.path(JOURNALS)
     if not root.fs.exists(folder):
         return []
     found = []
-    for path in sorted(root.fs.find(folder)):
+    for path, info in sorted(root.fs.find(folder, detail=True).items()):
         if not path.endswith(".json"):
             continue
-        try:
-            found.append(json.loads(root.fs.cat_file(path)))
-        except (OSError, ValueError):  # a journal being replaced: the next read has it
-            continue
+        version = (root.url, path, info.get("size"), str(info.get("mtime") or info.get("LastModified")
+                                                         or info.get("ETag")))
+        if version not in _READ:
+            try:
+                _READ[version] = json.loads(root.fs.cat_file(path))
+            except (OSError, ValueError):  # a journal being replaced: the next read has it
+                continue
+        found.append(_READ[version])
+    if len(_READ) > 4 * len(found) + 64:  # versions no longer listed
+        _READ.clear()
     return found
 
 

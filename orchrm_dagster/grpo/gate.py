@@ -91,23 +91,21 @@ def paired_difference(after: ProblemCounts, before: ProblemCounts, confidence: f
     whose spread the interval must carry (bench/gate_interval.py measured both). A problem measured on one side only
     (its plans failed on the other) is left out of both. Accuracies move in steps of one plan, so the interval is
     widened by half the mean difference's smallest step (a continuity correction: without it, a uniform change with
-    shared seeds was covered 92% of the time at 32 x 3, with it 96%), and its spread is never taken below one plan's
+    shared seeds was covered 92.8% of the time at 32 x 3, with it 96.6%), and its spread is never taken below one plan's
     step (the spread had one problem moved by one plan): sides that agree on every problem of a small sample have not
     shown that they cannot differ."""
     plans = [n for _, _, n in (*after, *before) if n]
     step = 1 / max(plans) if plans else 0.0
-    low, high = paired_interval({p: c / n for p, c, n in after if n}, {p: c / n for p, c, n in before if n},
-                                confidence, step=step)
-    shared = len({p for p, _, n in after if n} & {p for p, _, n in before if n})
-    correction = step / (2 * shared) if shared >= MIN_PAIRED_PROBLEMS else 0.0
-    return low - correction, high + correction
+    return paired_interval({p: c / n for p, c, n in after if n}, {p: c / n for p, c, n in before if n}, confidence,
+                           step=step)
 
 
 def paired_interval(after: dict[str, float], before: dict[str, float], confidence: float,
                     step: float = 0.0) -> tuple[float, float]:
     """Student's t interval (two-sided) of the mean per-problem difference after - before, over the problems both
-    sides measured, its spread at least that of one difference of `step` among them (0: none; then sides that agree
-    on every problem, or share only one, give a single value)."""
+    sides measured, widened by half the mean's smallest step (`step` / 2n) and its spread at least that of one
+    difference of `step` among them (0: none; then sides that agree on every problem, or share only one, give a single
+    value)."""
     import numpy as np
     from scipy.stats import t
 
@@ -120,7 +118,7 @@ def paired_interval(after: dict[str, float], before: dict[str, float], confidenc
     spread = max(float(differences.std(ddof=1)), step / np.sqrt(n))
     if spread == 0:
         return mean, mean
-    half = float(t.ppf(0.5 + confidence / 2, n - 1) * spread / np.sqrt(n))
+    half = float(t.ppf(0.5 + confidence / 2, n - 1) * spread / np.sqrt(n)) + step / (2 * n)
     return mean - half, mean + half
 
 
@@ -235,7 +233,7 @@ def policy_gate(before: Measured, after: Measured, rule: GateRule, best: Referen
     difference = accuracy_difference(after.accuracy, before.accuracy, rule.confidence)
     low, high = difference
     accuracy = _accuracy_text(before.accuracy, after.accuracy, difference, rule.confidence)
-    flag = hacking_flag(before, after, rule, difference)
+    suspected, flag = hacking_flag(before, after, rule, difference)
     best_difference = (accuracy_difference(after.accuracy, best.accuracy, rule.confidence)
                        if best is not None else None)
 
@@ -245,7 +243,7 @@ def policy_gate(before: Measured, after: Measured, rule: GateRule, best: Referen
 
     if after.reward.mean is None:
         return verdict(REJECTED, f"none of the new policy's {after.reward.plans} held-out plans parses ({accuracy})")
-    if flag.startswith(SUSPECTED):
+    if suspected:
         return verdict(REJECTED, f"suspected reward hacking: {reward}; {flag}", hacking=True)
     if high < -rule.accuracy_margin:
         return verdict(REJECTED, f"held-out accuracy fell by more than the margin {rule.accuracy_margin}: {accuracy}")
@@ -255,7 +253,7 @@ def policy_gate(before: Measured, after: Measured, rule: GateRule, best: Referen
         return verdict(UNDECIDED, f"undecided: {before.accuracy.plans} + {after.accuracy.plans} plans, interval "
                                   f"[{low:+.3f}, {high:+.3f}] of the accuracy difference includes a fall larger than "
                                   f"the margin {rule.accuracy_margin} ({accuracy}); more held-out plans would decide")
-    if best is not None and best_difference is not None:
+    if best is not None:
         best_low, best_high = best_difference
         against = (f"against the best accuracy in use so far, {best.policy}'s {best.accuracy.value:.3f} "
                    f"({best.accuracy.correct}/{best.accuracy.plans}), difference {best_low:+.3f} to {best_high:+.3f}")
@@ -269,12 +267,10 @@ def policy_gate(before: Measured, after: Measured, rule: GateRule, best: Referen
     return verdict(PROMOTED, f"{accuracy}; {reward}")
 
 
-SUSPECTED = "on: suspected"
-
-
-def hacking_flag(before: Measured, after: Measured, rule: GateRule, measured: tuple[float, float]) -> str:
-    """The reward-hacking flag's state, said in words: "off: <why>" where it cannot judge, "on: suspected ..." where
-    it fires, "on: ..." with what it checked otherwise.
+def hacking_flag(before: Measured, after: Measured, rule: GateRule,
+                 measured: tuple[float, float]) -> tuple[bool, str]:
+    """Whether reward hacking is suspected, and the flag's state in words: "off: <why>" where it cannot judge,
+    "on: suspected ..." where it fires, "on: ..." with what it checked otherwise.
 
     It fires where the champion's held-out reward rose (the paired interval of the per-problem reward differences
     lies above 0: the champion prefers the new plans, as a round that optimized it would), the accuracy did not
@@ -283,19 +279,19 @@ def hacking_flag(before: Measured, after: Measured, rule: GateRule, measured: tu
     reward rose for something that does not answer better."""
     unpredicted = before.unpredicted or after.unpredicted
     if unpredicted is not None or before.predicted is None or after.predicted is None:
-        return f"off: {unpredicted or 'no calibration predicted the accuracy of a side'}"
+        return False, f"off: {unpredicted or 'no calibration predicted the accuracy of a side'}"
     rose = reward_rose(before, after, rule.confidence)
     if rose is None:
-        return "off: no held-out reward to compare (no plan parses on a side)"
+        return False, "off: no held-out reward to compare (no plan parses on a side)"
     gain = after.predicted - before.predicted
     low, high = rose
     checked = (f"reward difference [{low:+.4f}, {high:+.4f}], calibrated accuracy gain {gain:+.3f} "
                f"({before.predicted:.3f} -> {after.predicted:.3f}), measured [{measured[0]:+.3f}, "
                f"{measured[1]:+.3f}]")
     if hacking_suspected(gain, measured, rule, reward_rose=low > 0, resolution=1 / after.accuracy.plans):
-        return (f"{SUSPECTED}: the champion's reward rose ({checked}), below {rule.hacking_share:g} of the "
-                f"predicted gain")
-    return f"on: {checked}"
+        return True, (f"on: suspected: the champion's reward rose ({checked}), below {rule.hacking_share:g} of the "
+                      f"predicted gain")
+    return False, f"on: {checked}"
 
 
 def hacking_suspected(predicted_gain: float | None, measured: tuple[float, float], rule: GateRule,

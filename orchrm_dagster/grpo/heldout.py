@@ -62,7 +62,6 @@ def keep_start_measure(path, held: HeldOut) -> None:
     """The starting policy's held-out measure, kept for the round's next attempt should this one be killed: with
     real sub-agents it can take longer than the training. Written whole (a rename) or not at all."""
     data = dataclasses.asdict(held) | {"calibration": held.calibration.to_json() if held.calibration else None}
-    data["measured"]["accuracy"] = dataclasses.asdict(held.measured.accuracy) if held.measured.accuracy else None
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(json.dumps(data))

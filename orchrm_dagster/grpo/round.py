@@ -111,7 +111,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step, attem
     if said:
         on_step(f"round {round_number}: {said}")
     # a kept side's prediction came from its calibration: the other side is predicted by the same one
-    calibration, calibration_tokens = (before.calibration, 0) if before and before.calibration else (None, 0)
+    calibration, calibration_tokens = (before.calibration if before else None), 0
     if calibration is None:
         with phase("calibration (runs the champion never trained on, scored)"):
             calibration, calibration_tokens = champion_calibration(root, rm_version, domain, scorer)

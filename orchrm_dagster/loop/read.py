@@ -48,7 +48,7 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns(), rounds_on: bool =
         rounds=found_rounds,
         runs=runs,
         rollout_tokens=rollout_tokens(root, found_rounds, landing.index.inputs),
-        **round_attempts(root),
+        **round_attempts(root, found_rounds),
         # the scores' step writes rm_scores without changing the ingested batches: what it left to score is in the key
         retraining_tokens=retraining_tokens(root, found_rounds[0].rm_version if found_rounds else None, latest,
                                             (landing.index.inputs, version, to_score)),
@@ -120,7 +120,8 @@ def rounds(root: StorageRoot, index: BatchIndex | None = None) -> tuple[Round, .
         found.append(Round(row["round"], row["policy_checkpoint"], bool(row["promoted"]),
                            round_tokens(row), manifest.get("benchmark", ""), manifest.get("scratch_policy", ""),
                            tuple(manifest.get("train_problems", ())), row["rm_version"],
-                           row["policy_checkpoint"] is None or row["policy_checkpoint"] in registered, landed))
+                           row["policy_checkpoint"] is None or row["policy_checkpoint"] in registered, landed,
+                           row.get("attempt")))
     return tuple(found)
 
 
@@ -147,11 +148,11 @@ def _cached(key: tuple, read):
     return _SPENT[key]
 
 
-def round_attempts(root: StorageRoot) -> dict[str, int]:
+def round_attempts(root: StorageRoot, found: tuple[Round, ...]) -> dict[str, int]:
     """Tokens of the rounds' attempts that committed no row (their journals), and the most one attempt spent."""
     from orchrm_dagster.spending import journals
 
-    committed = {round_name(row["round"]): row.get("attempt") for row in read_table(root, "grpo_rounds")}
+    committed = {round_name(r.round): r.attempt for r in found}
     spent = [(j["step"], j["attempt"], sum(j["tokens"].values())) for j in journals(root)]
     unfinished = sum(tokens for step, attempt, tokens in spent if committed.get(step) != attempt)
     return {"unfinished_round_tokens": unfinished, "largest_round_tokens": max((t for _, _, t in spent), default=0)}

@@ -38,6 +38,7 @@ class Round:
     # policy -> (batch id, its runs' generation; "" while none are ingested) of the batch its rollout landed, for each
     # policy whose rollout file is in the batch index (a promoted round's; `grpo.rollout_batches`)
     rollout_batches: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    attempt: str | None = None  # the attempt that committed its row (its tokens' journal: orchrm_dagster.spending)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def calibrations(monkeypatch, *answers):
 def test_a_retry_reads_its_kept_start_measure_and_its_calibration_before_fitting_anything(
         champion_root, tiny_policy, monkeypatch):  # noqa: F811
     from orchrm_dagster.grpo import round as round_module
-    from orchrm_dagster.loop.read import round_attempts
+    from orchrm_dagster.loop.read import round_attempts, rounds
 
     calibrations(monkeypatch, (FITTED, 123), AssertionError("the retry fitted a calibration again"))
     method_named = round_module.method_named
@@ -53,13 +53,14 @@ def test_a_retry_reads_its_kept_start_measure_and_its_calibration_before_fitting
     monkeypatch.setattr(round_module, "method_named", lambda name: Killed())
     with pytest.raises(RuntimeError, match="killed while training"):
         run_round(champion_root, 1, SIMULATED, registry(tiny_policy), TransformersSpec())
-    spent = round_attempts(champion_root)["unfinished_round_tokens"]
+    spent = round_attempts(champion_root, rounds(champion_root))["unfinished_round_tokens"]
     assert spent > 123  # the calibration's scoring and the start's held-out plans, though the attempt died
     monkeypatch.setattr(round_module, "method_named", method_named)
     row = run_round(champion_root, 1, SIMULATED, registry(tiny_policy), TransformersSpec()).row
     assert Calibration.from_json(row["calibration"]) == FITTED
-    assert row["hacking_flag"].startswith("on: ") or row["hacking_flag"].startswith("off: ")
-    assert round_attempts(champion_root)["unfinished_round_tokens"] == spent  # the committed attempt: from its row
+    assert row["hacking_flag"].startswith("on: ")  # both sides predicted by the kept, checked calibration
+    assert round_attempts(champion_root, rounds(champion_root))["unfinished_round_tokens"] == spent  # the committed
+    # attempt counts once, from its row
 
 
 def test_a_start_measure_kept_without_a_calibration_turns_the_flag_off_in_words(champion_root, tiny_policy,  # noqa: F811
