@@ -6,7 +6,7 @@ from assets.run_configs import PairsConfig, RewardModelConfig, ScoringConfig, ru
 from assets.training_logs import training_logs_metadata
 from assets.training_process import TrainingProcessResource, training_gpus
 from orchrm_dagster.pairs import PairContext, PairRules, build_pairs_table
-from orchrm_dagster.reporting import markdown_table
+from orchrm_dagster.reporting import markdown_image, markdown_table
 from orchrm_dagster.storage import StorageRoot
 from orchrm_dagster.training_jobs import reward_model_request
 
@@ -22,6 +22,7 @@ def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: Stora
     root, rules = storage.storage_root(), run_settings(context, config, run_defaults.to_engine().pairs)
     outcome = build_pairs_table(root, storage.warehouse(), rules, pair_context(root, rules))
     storage.warehouse().refresh_views(("pairs", "imported_pairs"))
+    live = record_live(root)
     for line in outcome.import_rejections[:20]:
         context.log.warning(f"imported pair skipped: {line}")
     for line in outcome.held_out_examples:
@@ -42,7 +43,27 @@ def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: Stora
         "imported_matched_to_problems": outcome.imported_matched,
         "imported_left_out_held_out": outcome.imported_held_out,
         "seconds": round(stats.seconds, 3),
+        **live,
     })
+
+
+def record_live(root: StorageRoot) -> dict:
+    """The champions' live accuracy on the pairs they never trained on, added to its series (`pairs` and `rm_scores`
+    each may complete the measure); its metadata."""
+    from orchrm_dagster.rm import current_champions
+    from orchrm_dagster.rm import pairs_live_accuracy, read_live_accuracy, record_live_accuracy
+    from orchrm_dagster.rm import live_accuracy_png
+
+    champions = current_champions(root)
+    measures = pairs_live_accuracy(root, champions) if champions else []
+    record_live_accuracy(root, measures)
+    series = read_live_accuracy(root)
+    plot = ({"live_accuracy_over_time": dg.MetadataValue.md(markdown_image(
+        live_accuracy_png(series), "the champions' live accuracy over time"))} if series.height else {})
+    return plot | {"champion_live_accuracy": dg.MetadataValue.md(markdown_table(
+        ["domain", "champion", "new pairs", "ranked right", "95% interval", "validation accuracy"],
+        [(m.domain, m.rm_version, m.pairs, m.accuracy, m.interval(), m.validation_accuracy) for m in measures]))
+            if measures else "no champion yet"}
 
 
 def pair_context(root: StorageRoot, rules: PairRules) -> PairContext:
@@ -119,6 +140,7 @@ def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage:
 
     report = score_runs(storage.storage_root(), run_settings(context, config, run_defaults.to_engine().scoring))
     storage.warehouse().refresh_views(("rm_scores",))
+    live = record_live(storage.storage_root())
     return dg.MaterializeResult(metadata={
         "champions": report.champions,
         "runs_by_domain": report.runs_by_domain,
@@ -129,4 +151,5 @@ def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage:
         "batches_scored": report.batches_scored,
         "batches_already_current": report.batches_current,
         "plans_per_second": round(report.runs_scored / report.seconds, 1) if report.seconds else 0.0,
+        **live,
     })

@@ -16,6 +16,9 @@ from orchrm_dagster.rm import RMTrainConfig, ScoringSettings
 POLICY, BACKBONE = os.environ["ORCHRM_TEST_TINY_POLICY"], os.environ["ORCHRM_TEST_TINY_BACKBONE"]
 
 LOOP = LoopSettings(
+    # the chain's plumbing under the count rule, every promoted round rolling out (the stale rule and auto rollouts:
+    # tests/loop/test_staleness.py)
+    retrain_on="new_pairs", rollouts="always",
     rounds=2, retrain_min_new_pairs=10, rollout_samples=2, max_attempts=int(os.environ.get("ORCHRM_TEST_ATTEMPTS", "2")),
     rollout_execution=ExecutionSettings(subagent_max_new_tokens=8, plan_timeout_s=120.0, concurrent_plans=4,
                                         agents={"sc_samples": 2, "debate_rounds": 1, "reflexion_rounds": 1}),

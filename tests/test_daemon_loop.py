@@ -220,9 +220,12 @@ def test_under_a_stream_rounds_start_each_after_its_predecessors_rollouts_and_ev
         # gate it is round 2's champion, and the champion's batches hold them
         assert len(rollouts) == 2 and trained_by is not None and trained_by >= rounds[0]["rm_version"]
         assert (trained_by <= rounds[1]["rm_version"]) == set(rollouts).issubset(rounds[1]["rm_batches"])
+        # round 2's row is written before its run ends: wait for the run itself
+        ended = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+        daemon.wait("round 2's run ended", lambda: bool(round_runs(2, *ended)), timings, started)
+        [round_2] = round_runs(2, *ended)
+        assert round_2.dagster_run.status == dg.DagsterRunStatus.SUCCESS, daemon.log.name
         with dg.DagsterInstance.get() as instance:
-            [round_2] = instance.get_run_records(dg.RunsFilter(tags={"orchrm/step": "round:2"}, statuses=[
-                dg.DagsterRunStatus.SUCCESS]))
             for rollout in rollouts:  # each of round 1's rollout batches was ingested before round 2 started
                 ingests = instance.get_run_records(dg.RunsFilter(
                     job_name="ingest_run_batch", tags={"dagster/partition": rollout.split("@")[0]},
@@ -233,6 +236,12 @@ def test_under_a_stream_rounds_start_each_after_its_predecessors_rollouts_and_ev
         stop.set()
         daemon.stop()
     print("timings (s):", timings, "batches landed:", len(landed))
+
+
+def round_runs(number: int, *statuses) -> list:
+    with dg.DagsterInstance.get() as instance:
+        return list(instance.get_run_records(dg.RunsFilter(tags={"orchrm/step": f"round:{number}"},
+                                                           statuses=list(statuses))))
 
 
 def runs_in(*statuses) -> list:

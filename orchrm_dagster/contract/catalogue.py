@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE, OFFSHELF_SCORES,
                                                        VERIFIER_SCORES)
-from orchrm_dagster.contract.tables import (GRPO_ROUNDS, IMPORTED_PAIRS, PAIRS, PLAN_SCORES, POLICY_CHECKPOINTS,
+from orchrm_dagster.contract.tables import (CHAMPION_LIVE_ACCURACY, GRPO_ROUNDS, IMPORTED_PAIRS, PAIRS, PLAN_SCORES, POLICY_CHECKPOINTS,
                                                   RM_CHECKPOINTS, RM_SCORES)
 from orchrm_dagster.contract.tables import (LABELS, ORCHESTRATION_SAMPLES, PROBLEMS, QUARANTINE, RUNS,
                                                 SUBAGENT_CALLS)
@@ -25,6 +25,7 @@ WAREHOUSE_TABLES: dict[str, pa.Schema] = {
     "imported_pairs": IMPORTED_PAIRS,
     "rm_checkpoints": RM_CHECKPOINTS,
     "rm_scores": RM_SCORES,
+    "champion_live_accuracy": CHAMPION_LIVE_ACCURACY,
     "plan_scores": PLAN_SCORES,
     "evaluation": EVALUATION,
     "evaluation_problems": EVALUATION_PROBLEMS,

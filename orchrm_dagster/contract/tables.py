@@ -211,6 +211,24 @@ RM_TRAINING_PAIRS = pa.schema(
 )
 RM_TRAINING_PAIRS_FILE = "training_pairs.parquet"
 
+# The champions' live accuracy, a measure a row (rm.live): how each ranked pairs it never trained on, as they came.
+CHAMPION_LIVE_ACCURACY = pa.schema(
+    [
+        ("measured_at", pa.float64()),  # seconds since the epoch
+        ("source", pa.string()),  # pairs (the new batches') | held-out plans of round N
+        ("rm_version", pa.int64()),
+        ("domain", pa.string()),
+        ("pairs", pa.int64()),
+        ("correct", pa.int64()),  # pairs it ranked right
+        ("problems", pa.int64()),
+        ("accuracy", pa.float64()),
+        ("low", pa.float64()),  # its 95% interval, problems as clusters
+        ("high", pa.float64()),
+        ("validation_accuracy", pa.float64()),  # the champion's on its validation pairs of the domain
+        ("by_problem", pa.string()),  # JSON [[problem id, right, pairs], ...]
+    ]
+)
+
 RM_SCORES = pa.schema(
     [
         ("batch_id", pa.string()),

@@ -36,6 +36,8 @@ from orchrm_dagster.grpo.train import MODEL_SUBDIR, TrainOutcome
 from orchrm_dagster.llm import BackendSpec, build_backend
 from orchrm_dagster.orchestration import PolicySpec
 from orchrm_dagster.rm import Calibration, champion_calibration, champion_scorer, domain_of, trained_on
+from orchrm_dagster.rm import LiveAccuracy, plan_pairs, record_live_accuracy
+from orchrm_dagster.rm import validation_accuracy
 from orchrm_dagster.spending import journal, spend, top_up
 from orchrm_dagster.storage import StorageRoot, local_work_dir, writing
 
@@ -174,9 +176,19 @@ def _run_round(root, round_number, settings, registry, subagents, on_step, attem
         with phase("checkpoint publish"):
             path = str(publish_checkpoint(root, round_number, new_policy, manifest))
     commit_round(root, row)
+    record_live_accuracy(root, [held_out_live(root, round_number, domain, rm_version, before, after)])
     start_file.unlink(missing_ok=True)
     return RoundOutcome(round_number, row["policy_checkpoint"], path, row, trained.log_history,
                         trained.generation_seconds)
+
+
+def held_out_live(root: StorageRoot, round_number: int, domain: str, rm_version: int, before: HeldOut,
+                  after: HeldOut) -> LiveAccuracy:
+    """The champion's live accuracy on the round's held-out plans (executed for the gate, scored by it anyway): each
+    correct plan over each incorrect one of its problem. Measured, never trained on."""
+    plans = before.plans + (after.plans if after is not before else [])
+    return LiveAccuracy(domain, rm_version, f"held-out plans of round {round_number}", plan_pairs(plans),
+                        validation_accuracy(root, rm_version, domain))
 
 
 CHECKPOINT_ROW = "policy_checkpoints_row"  # in a published checkpoint's manifest: its row, written once committed

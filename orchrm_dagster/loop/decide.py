@@ -68,6 +68,7 @@ class Decision:
     blocked: str | None = None  # what no step of the loop's own can bring (no champion for the rounds' domain: why)
     failed: tuple[tuple[str, str], ...] = ()  # (step key, cause) of steps given up on
     stopped: str | None = None  # the rounds are done, and why
+    notes: tuple[str, ...] = ()  # why nothing was asked where something could have been (a fresh champion)
 
 
 def describe(decision: Decision) -> str:
@@ -77,6 +78,7 @@ def describe(decision: Decision) -> str:
     parts += [f"blocked: {decision.blocked}"] if decision.blocked else []
     parts += [f"gave up: {'; '.join(f'{key}: {cause}' for key, cause in decision.failed)}"] if decision.failed else []
     parts += [f"stopped: {decision.stopped}"] if decision.stopped else []
+    parts += [f"note: {note}" for note in decision.notes]
     return " | ".join(parts) or "nothing to do"
 
 
@@ -88,6 +90,7 @@ class _Draft:
     waiting: list[str] = field(default_factory=list)
     blocked: str | None = None
     failed: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def ask(self, step: Step) -> None:
         """Adds `step` unless its run is in flight (then it is waited for) or it failed too often (then it is
@@ -164,7 +167,7 @@ def decide(state: LoopState, settings: LoopSettings) -> Decision:
     learning = _Draft(state, settings)
     _learning_lane(learning)
     return Decision(tuple(rounds.steps + learning.steps), tuple(learning.waiting + rounds.waiting), rounds.blocked,
-                    tuple(rounds.failed + learning.failed), stopped)
+                    tuple(rounds.failed + learning.failed), stopped, tuple(rounds.notes + learning.notes))
 
 
 def _learning_lane(draft: _Draft) -> None:
@@ -186,6 +189,9 @@ def _learning_lane(draft: _Draft) -> None:
         draft.ask(Step("pairs", f"pairs:{state.inputs}", 0, "the ingested batches changed"))
     step = retraining(state, draft.settings)
     if step is None:
+        if state.new_pairs and state.champion is not None and draft.settings.retrain_on == "stale":
+            _, fresh = freshness(state, draft.settings)
+            draft.notes.append(f"no retraining: {'; '.join(fresh) or 'no live measure of the champion yet'}")
         return
     deferred = _deferred_by_round(state, draft.settings)
     if deferred:
@@ -212,20 +218,55 @@ def _cut_landed(draft: _Draft) -> None:
 
 
 def retraining(state: LoopState, settings: LoopSettings) -> Step | None:
-    """The reward model's retraining when one is due (no reward model yet, `retrain_min_new_pairs` new pairs, or the
-    rounds' recipe trains on other pair sources), else None."""
+    """The reward model's retraining when one is due, else None: no reward model yet; the rounds' recipe trains on
+    other pair sources; and, with new pairs since the latest version trained, a stale champion (`retrain_on` stale:
+    `staleness`), a champion older than `champion_within_s`, or (`retrain_on` new_pairs, or no champion yet)
+    `retrain_min_new_pairs` new pairs."""
     config = settings.reward_model_config()
-    recipe_changed = state.trained_on is not None and state.trained_on != config.pair_sources
-    if not state.pairs or not (state.new_pairs is None or state.new_pairs >= settings.retrain_min_new_pairs
-                               or recipe_changed):
+    if not state.pairs:
         return None
-    why = ("no reward model yet" if state.new_pairs is None else
-           f"the rounds' recipe trains it on {', '.join(config.pair_sources) or 'every'} pairs, the latest on "
-           f"{', '.join(state.trained_on) or 'every source'}" if recipe_changed else
-           f"{state.new_pairs} new pairs since the reward model last trained "
-           f"(retrains at {settings.retrain_min_new_pairs})")
+    why = _retraining_due(state, settings, config)
+    if why is None:
+        return None
     recipe = f":{','.join(config.pair_sources)}" if config.pair_sources else ""
     return Step("reward_model", f"reward_model:{state.inputs}{recipe}", 0, why, reward_model=config)
+
+
+def _retraining_due(state: LoopState, settings: LoopSettings, config) -> str | None:
+    if state.new_pairs is None:
+        return "no reward model yet"
+    if state.trained_on is not None and state.trained_on != config.pair_sources:
+        return (f"the rounds' recipe trains it on {', '.join(config.pair_sources) or 'every'} pairs, the latest on "
+                f"{', '.join(state.trained_on) or 'every source'}")
+    if not state.new_pairs:
+        return None
+    counted = (f"{state.new_pairs} new pairs since the reward model last trained "
+               f"(retrains at {settings.retrain_min_new_pairs})")
+    if settings.retrain_on == "new_pairs" or state.champion is None:
+        return counted if state.new_pairs >= settings.retrain_min_new_pairs else None
+    stale, _ = freshness(state, settings)
+    if stale:
+        return f"the champion is {'; '.join(stale)} ({state.new_pairs} new pairs)"
+    age = state.now - state.champion_at if state.champion_at is not None else None
+    if age is not None and age >= settings.champion_within_s:
+        return (f"the champion is {age / 3600:.1f} h old (champion_within_s {settings.champion_within_s:.0f}) and "
+                f"{state.new_pairs} pairs are new")
+    return None
+
+
+def freshness(state: LoopState, settings: LoopSettings, domain: str | None = None) -> tuple[list[str], list[str]]:
+    """(why the champion is stale, why it is not) in each domain (only `domain`'s where given), from its live
+    measures (`rm.live.staleness`: one rule, for the retraining and the rollouts)."""
+    from orchrm_dagster.rm import staleness
+
+    stale, fresh = [], []
+    rule = settings.staleness_rule()
+    for live in state.live:
+        if domain is not None and live.domain != domain:
+            continue
+        is_stale, why = staleness(live, rule)
+        (stale if is_stale else fresh).append(why)
+    return stale, fresh
 
 
 def _deferred_by_round(state: LoopState, settings: LoopSettings) -> str | None:
@@ -247,21 +288,36 @@ def _last_promoted(state: LoopState) -> Round | None:
     return next((r for r in reversed(state.rounds) if r.promoted), None)
 
 
-def _rollout_policies(settings: LoopSettings, last: Round) -> tuple[str, ...]:
+def _rollout_policies(state: LoopState, settings: LoopSettings, last: Round) -> tuple[str, ...]:
+    """The policies that roll out after `last` (none where `rollouts` is auto and its domain's champion is fresh)."""
+    if _rollouts_skipped(state, settings, last):
+        return ()
     return (last.policy, last.base_policy) if settings.rollout_base else (last.policy,)
+
+
+def _rollouts_skipped(state: LoopState, settings: LoopSettings, last: Round) -> str | None:
+    """Why `last` rolls out nothing (`rollouts` auto: its domain's champion has a live measure and none says it is
+    stale, so new pairs would teach it nothing it lacks), or None."""
+    asked = (f"rollout:{last.round}:{p}" for p in (last.policy, last.base_policy))
+    if settings.rollouts == "always" or any(k in state.runs.succeeded or k in state.runs.in_flight for k in asked):
+        return None
+    stale, fresh = freshness(state, settings, domain_of(last.benchmark or settings.round.benchmark))
+    if stale or not fresh:
+        return None
+    return f"round {last.round} rolls out nothing: the champion is {fresh[-1]}"
 
 
 def _rollouts_outside_pairs(state: LoopState, settings: LoopSettings, last: Round) -> bool:
     """Whether any rollout of `last` has not yet reached the pairs (not run, not landed, not ingested, or its batch
     as ingested now not among those the pairs were built from)."""
-    if any(f"rollout:{last.round}:{p}" not in state.runs.succeeded for p in _rollout_policies(settings, last)):
+    if any(f"rollout:{last.round}:{p}" not in state.runs.succeeded for p in _rollout_policies(state, settings, last)):
         return True
     return any(not _in(state.pairs_batches, b) for b in _rollout_batches(state, settings, last))
 
 
 def _rollout_batches(state: LoopState, settings: LoopSettings, last: Round) -> list[tuple[str, str]]:
     """(batch id, runs generation) of each batch `last`'s rollouts landed, but those ingested with no runs."""
-    landed = [last.rollout_batches[p] for p in _rollout_policies(settings, last) if p in last.rollout_batches]
+    landed = [last.rollout_batches[p] for p in _rollout_policies(state, settings, last) if p in last.rollout_batches]
     return [b for b in landed if b[1] or b[0] not in state.ingested]
 
 
@@ -305,6 +361,9 @@ def _rounds(draft: _Draft) -> str | None:
         return None
     if last is not None and last.promoted and _rollout(draft, last):
         return None
+    skipped = _rollouts_skipped(state, settings, last) if last is not None and last.promoted else None
+    if skipped:
+        draft.notes.append(skipped)
     if len(state.rounds) >= settings.rounds:
         return f"the loop has run its {settings.rounds} rounds"
     spent = state.spending(settings.rollout_seed, settings.rollout_base)
@@ -327,7 +386,7 @@ def _rounds(draft: _Draft) -> str | None:
 def _rollout(draft: _Draft, last) -> bool:
     """The promoted checkpoint (and the base policy) executes plans on the round's training problems once."""
     settings = draft.settings
-    policies = _rollout_policies(settings, last)
+    policies = _rollout_policies(draft.state, settings, last)
     # tagged with the execution's key: the base policy's rollout never stands on the main job's runs, made otherwise
     sampling = PlanSamplingSettings(n_samples=settings.rollout_samples, problem_ids=last.train_problems,
                                     seed=settings.rollout_seed, run_tag=settings.rollout_execution.run_tag)

@@ -44,6 +44,8 @@ def read_state(root: StorageRoot, runs: StepRuns = StepRuns(), rounds_on: bool =
         pairs_batches=_pairs_batches(root, built_from, landing.index),
         trained_batches=trained_batches(root, latest) if latest is not None else None,
         trained_at=trained_at(root, latest) if latest is not None else None,
+        champion_at=trained_at(root, version) if version is not None else None,
+        live=live_measures(root, champions, (landing.index.inputs, built_from, to_score, len(found_rounds))),
         rounds_on=rounds_on,
         rounds=found_rounds,
         runs=runs,
@@ -146,6 +148,17 @@ def _cached(key: tuple, read):
             _SPENT.clear()
         _SPENT[key] = read()
     return _SPENT[key]
+
+
+def live_measures(root: StorageRoot, champions: dict[str, int], inputs: tuple) -> tuple:
+    """The champions' live accuracy (rm.live): on the new pairs, and on the latest round's held-out plans; read again
+    only when the batches, the pairs, the scores, the rounds or the champions changed."""
+    from orchrm_dagster.rm import latest_held_out, pairs_live_accuracy
+
+    if not champions:
+        return ()
+    return _cached(("live", root.url, inputs, tuple(sorted(champions.items()))),
+                   lambda: tuple(pairs_live_accuracy(root, champions) + latest_held_out(root, champions)))
 
 
 def round_attempts(root: StorageRoot, found: tuple[Round, ...]) -> dict[str, int]:

@@ -42,6 +42,7 @@ class LoopReport:
     spent: Spending
     token_budget: int | None
     late: tuple[Late, ...]
+    live: tuple = ()  # (rm.live.LiveAccuracy, stale, why) of each champion's live measures
 
     @property
     def summary(self) -> str:
@@ -63,10 +64,20 @@ class LoopReport:
             "failed": [{"step": key, "attempts": attempts, "cause": cause} for key, attempts, cause in self.failed],
             "champions": [{**asdict(s), "problem": s.problem} for s in self.champions],
             "rounds": list(self.rounds),
+            "live_accuracy": [{"domain": m.domain, "champion": m.rm_version, "source": m.source, "pairs": m.pairs,
+                               "accuracy": m.accuracy, "interval": m.interval(),
+                               "validation_accuracy": m.validation_accuracy, "stale": stale, "why": why}
+                              for m, stale, why in self.live],
             "tokens": {"spent": self.spent.total, **{f"spent_{k}": v for k, v in asdict(self.spent).items()},
                        "budget": self.token_budget},
             "late": [{**asdict(late), "line": late.line()} for late in self.late],
         }
+
+
+def staleness(measure, rule):
+    from orchrm_dagster.rm import staleness as rule_of
+
+    return rule_of(measure, rule)
 
 
 def loop_report(root: StorageRoot, state: LoopState, settings: LoopSettings, last_rounds: int = 5) -> LoopReport:
@@ -75,7 +86,8 @@ def loop_report(root: StorageRoot, state: LoopState, settings: LoopSettings, las
     return LoopReport(decision, failed, tuple(champion_standings(root)),
                       tuple(read_table(root, "grpo_rounds")[-last_rounds:]),
                       state.spending(settings.rollout_seed, settings.rollout_base),
-                      settings.token_budget, _late_scores(root, state, settings) + _late_model(root, settings))
+                      settings.token_budget, _late_scores(root, state, settings) + _late_model(root, settings),
+                      tuple((m, *staleness(m, settings.staleness_rule())) for m in state.live))
 
 
 def _late_scores(root: StorageRoot, state: LoopState, settings: LoopSettings) -> tuple[Late, ...]:

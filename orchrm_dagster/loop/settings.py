@@ -3,6 +3,8 @@ asks for (rollouts, rounds, reward-model training), the same whether the daemon'
 
 from __future__ import annotations
 
+from typing import Literal
+
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.grpo import GRPOSettings, reward_model_sources, small_execution
 from orchrm_dagster.loop.batching import BatchingSettings
@@ -19,8 +21,31 @@ class LoopSettings:
                                         "measures), its rollouts' "
                                         "(plans sampled and executed) and its reward-model retrainings' (training and "
                                         "rescoring) since the first round")
+    retrain_on: Literal["stale", "new_pairs"] = Field(
+        default="stale", description="stale: the reward model retrains when its champion is stale in a domain (its "
+                                     "live accuracy on pairs it never trained on, the new batches' or a round's "
+                                     "held-out plans', shown below its validation accuracy by staleness_margin) and "
+                                     "new pairs arrived, or at the latest after champion_within_s; new_pairs: once "
+                                     "retrain_min_new_pairs pairs arrived (also the rule while no domain has a "
+                                     "champion)")
     retrain_min_new_pairs: int = Field(
-        default=50, ge=0, description="The reward model retrains once this many pairs arrived since it last trained")
+        default=50, ge=0, description="retrain_on new_pairs (or no champion yet): the reward model retrains once "
+                                      "this many pairs arrived since it last trained")
+    staleness_margin: float = Field(
+        default=0.02, ge=0, le=0.5, description="A champion is stale in a domain when the upper bound of its live "
+                                                "accuracy lies below its validation accuracy minus this "
+                                                "(bench/staleness.py, SIMULATED, accuracy 0.8 on 150 validation "
+                                                "pairs: at 0.02 a champion as good as there is called stale in "
+                                                "1.0% (a round's held-out plans) and 2.2% (a batch of 100 pairs) of "
+                                                "checks, one that lost 0.2 in 47% and 93%)")
+    staleness_level: float = Field(default=0.05, gt=0, lt=0.5,
+                                   description="The live accuracy's one-sided upper bound's level")
+    staleness_min_pairs: int = Field(default=20, ge=1, description="Fewer new pairs than this in a domain say "
+                                                                   "nothing of its champion's staleness")
+    rollouts: Literal["auto", "always"] = Field(
+        default="auto", description="auto: a promoted checkpoint rolls out (executes plans only to make pairs) only "
+                                    "when the champion of its domain is stale or has no live measure; always: "
+                                    "after every promoted round")
     retrain_defer_s: float = Field(
         default=900.0, ge=0, description="While the next round waits for the last promoted round's rollouts to "
                                          "reach the pairs, a retraining that would not read them waits too, as long "
@@ -56,6 +81,11 @@ class LoopSettings:
     batching: BatchingSettings = Field(default_factory=BatchingSettings,
                                        description="How landed files are cut into run batches (one ingest run and "
                                                    "one run_batches partition each)")
+
+    def staleness_rule(self):
+        from orchrm_dagster.rm import StalenessRule
+
+        return StalenessRule(self.staleness_margin, self.staleness_level, self.staleness_min_pairs)
 
     def reward_model_config(self) -> RMTrainConfig:
         """Each retraining's config, with the pair sources of the rounds' recipe (a from-scratch loop trains on

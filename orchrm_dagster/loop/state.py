@@ -73,6 +73,10 @@ class LoopState:
     pairs_batches: Mapping[str, str] | None = None
     trained_batches: Mapping[str, str] | None = None
     trained_at: float | None = None  # when the latest reward model finished training (seconds since the epoch)
+    champion_at: float | None = None  # when the newest champion finished training
+    # the champions' live accuracy on what they never trained on (rm.live): the new pairs', and the latest round's
+    # held-out plans', by domain
+    live: tuple = ()
     rounds_on: bool = True  # whether the rounds' part of the loop runs (its sensor is on; `orchrm loop`)
     rounds: tuple[Round, ...] = ()
     runs: StepRuns = StepRuns()

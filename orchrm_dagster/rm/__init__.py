@@ -8,6 +8,16 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
+    "LiveAccuracy": "live",
+    "StalenessRule": "live",
+    "staleness": "live",
+    "plan_pairs": "live",
+    "pairs_live_accuracy": "live",
+    "record_live_accuracy": "live",
+    "read_live_accuracy": "live",
+    "latest_held_out": "live",
+    "live_accuracy_png": "live_plot",
+    "validation_accuracy": "versions",
     "CHAMPION_FILE": "champions",
     "Calibration": "calibration",
     "champion_calibration": "calibration",

@@ -294,3 +294,42 @@ def checkpoint_table(root: StorageRoot) -> pa.Table:
             "val_accuracy_by_domain": json.dumps(by_domain, sort_keys=True) if by_domain is not None else None,
         })
     return pa.Table.from_pylist(rows, schema=RM_CHECKPOINTS)
+
+
+_MANIFESTS: dict[tuple[str, int], dict] = {}
+
+
+def version_manifest(root: StorageRoot, version: int) -> dict:
+    """A finished version's manifest ({} for none), read once per process: a manifest never changes once written."""
+    key = (root.url, version)
+    if key not in _MANIFESTS:
+        found = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), None)
+        if found is None:
+            return {}
+        _MANIFESTS[key] = found
+    return _MANIFESTS[key]
+
+
+def validation_accuracy(root: StorageRoot, version: int, domain: str) -> float | None:
+    """Reward-model `version`'s accuracy on its validation pairs of `domain` (its overall one where it recorded none
+    by domain)."""
+    metrics = version_manifest(root, version).get("metrics", {})
+    by_domain = metrics.get("accuracy_by_domain") or {}
+    return by_domain.get(domain, metrics.get("val_accuracy"))
+
+
+_SEEN: dict[tuple[str, int], pl.DataFrame] = {}
+
+
+def seen_pair_ids(root: StorageRoot, version: int) -> pl.DataFrame | None:
+    """The pair ids in the tables when reward-model `version` trained (None: not recorded)."""
+    key = (root.url, version)
+    if key not in _SEEN:
+        synced_checkpoints_dir(root)
+        path = rm_store(root).folder(version) / PAIR_IDS_FILE
+        if not path.exists():
+            return None
+        if len(_SEEN) > 16:
+            _SEEN.clear()
+        _SEEN[key] = pl.read_parquet(path)
+    return _SEEN[key]

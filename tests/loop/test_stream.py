@@ -13,7 +13,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from orchrm_dagster.loop import Batch, LoopSettings, LoopState, Round, StepRuns, decide
 
 PAIRS_A_BATCH = 10
-SETTINGS = LoopSettings(rounds=3, retrain_min_new_pairs=30, retrain_defer_s=600)
+SETTINGS = LoopSettings(rounds=3, retrain_min_new_pairs=30, retrain_defer_s=600, retrain_on="new_pairs")
 TICK_S = 60.0
 DURATION = {"ingest": 1, "pairs": 1, "scores": 1, "reward_model": 3, "rollout": 2, "round": 5}
 BASE = "smollm2-base"

@@ -53,7 +53,7 @@ ALLOWED: dict[str, set[str]] = {
     "synthetic": {"contract", "plans", "problems", "labels", "truths"},
     "environments": {"contract", "engine_config", "llm", "mas", "plans", "labels", "registry", "truths", "synthetic"},
     "rm": {"contract", "engine_config", "devices", "storage", "labels", "pairs", "plans", "problems", "synthetic",
-           "training_logs", "lora", "processes", "trainer_checkpoints", "trainer_args"},
+           "training_logs", "lora", "processes", "trainer_checkpoints", "trainer_args", "reporting"},
     "orchestration": {"contract", "engine_config", "storage", "llm", "mas", "plans", "problems", "rm", "environments",
                       "faults"},
     "evaluation": {"contract", "engine_config", "storage", "llm", "mas", "rm", "devices", "reporting", "registry",

@@ -108,6 +108,16 @@ def _print_loop(report) -> None:
                  f"{s.p_value:.2g}" if s.p_value is not None else None, s.problem] for s in report.champions],
                caption="Reward-model champions by domain: the version that scores each domain's plans, its accuracy "
                        "on that domain's validation pairs and a one-sided binomial test against chance")
+    if report.live:
+        print_rows(["domain", "champion", "measured on", "pairs", "ranked right", "95% interval", "val accuracy",
+                    "stale"],
+                   [[m.domain, f"v{m.rm_version}", m.source, m.pairs, m.accuracy,
+                     "[{:.3f}, {:.3f}]".format(*m.interval()) if m.pairs else None, m.validation_accuracy,
+                     "stale" if stale else "fresh"] for m, stale, _ in report.live],
+                   caption="The champions' live accuracy: pairs they never trained on (the new batches', the last "
+                           "round's held-out plans), ranked by their scores; stale (the loop retrains, and rolls "
+                           "out) when the interval's one-sided bound lies below the validation accuracy minus "
+                           "staleness_margin")
     if report.rounds:
         print_rows(ROUNDS_SHOWN, terminal_rounds(list(report.rounds)),
                    caption=f"The last {len(report.rounds)} GRPO round(s): held-out reward and accuracy before and "
