@@ -5,10 +5,14 @@ embedded SmolLM2-135M (few-shot prompt); executing its plans draws their correct
 truth (0.15 + 0.7 x the share of verifying agents) and charges sub-agent tokens from the measured per-agent costs
 (orchrm_dagster/data/environments/subagent_costs.json). Parts:
 
-- learns: the loop rewarded by the champion reward model (`orchrm loop --rounds R --environment simulated`), then,
-  in the same run of the bench, by executed trajectories (`... --rewards trajectory`): held-out accuracy per round
-  with its interval, and every token each loop spent, by where (rounds, rollouts, reward-model retraining, and the
-  history and first training the champion came from): the reward-side token ratio, with what it counts.
+- learns: three loops side by side on copies of the same prepared root, problems and seeds (`--rewards`): rewarded
+  by the champion reward model (`orchrm loop --rounds R --environment simulated`), by executed trajectories with the
+  reward model kept current (`... --rewards trajectory`), and by execution with no reward model at all (`...
+  --rewards trajectory --reward-model none`: rounds that neither wait for nor load a champion); plans of at most
+  `--max-agents` agents. Held-out accuracy per round with its interval, and every token each loop spent, by kind:
+  what rewarding its rounds cost (reward side, rollouts, retraining) apart from the work every loop does alike (the
+  rounds' generation and training, the gate's held-out measures), its ratio to the execution-only loop's, and the
+  break-even point projected from the measured per-round costs.
 - fooled: one round rewarded by the same champion (it learnt that verifying agents win) whose held-out plans execute
   under another truth (`--fooled-truth`, default `verifying_cue`: verifying agents are worth 0.1, not the 0.7 the
   champion learnt, so accuracy can still move, less than the champion predicts; `debate_sink`: only a DebateAgent
@@ -22,7 +26,8 @@ truth (0.15 + 0.7 x the share of verifying agents) and charges sub-agent tokens 
 - bon: Best-of-N on held-out problems, N plans sampled per problem and executed in the simulated environment:
   single vs the champion's pick (orchrm_bon) vs majority vote vs the oracle, with tokens.
 
-    .venv/bin/python bench/simulated_loop.py [--parts learns,fooled] [--rewards orchrm,trajectory] [--rounds 3]
+    .venv/bin/python bench/simulated_loop.py [--parts learns,fooled] [--rewards orchrm,trajectory,execution-only]
+        [--rounds 3] [--max-agents N]
         [--loop-flags "--steps 4 ..."] [--work DIR] [--figures DIR]
 
 `--loop-flags` passes more flags to every `orchrm loop` (an experiment away from the defaults; the tables say so).
@@ -53,7 +58,10 @@ PARTS = ("profile", "learns", "fooled", "bon")
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--parts", default="learns,fooled")
-    parser.add_argument("--rewards", default="orchrm,trajectory", help="learns: the loops' rewards, in turn")
+    parser.add_argument("--rewards", default="orchrm,trajectory,execution-only",
+                        help=f"learns: the loops, in turn ({', '.join(LOOPS)}, or a reward's name)")
+    parser.add_argument("--max-agents", type=int, default=None, help="learns: plans of at most this many agents "
+                                                                     "(default: the product's, 1)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fooled-truth", default="verifying_cue")
     parser.add_argument("--loop-flags", default="", help="more flags for every `orchrm loop` (default: none, the "
@@ -148,12 +156,21 @@ def run_loop(source: Path, copy: Path, args, *flags: str, rounds: int | None = N
 # ---------------------------------------------------------------- the parts
 
 
+# each loop the bench can run: the flags of `orchrm loop` that make it (beside --loop-flags and --max-agents)
+LOOPS = {
+    "orchrm": (),  # rewarded by the champion reward model: the product's default
+    "trajectory": ("--rewards", "trajectory"),  # rewarded by execution, the reward model kept current beside
+    "execution-only": ("--rewards", "trajectory", "--reward-model", "none"),  # no reward model at all
+}
+
+
 def learns(prepared: Path, tmp: Path, args) -> None:
     results, spent = {}, {}
+    agents = ("--max-agents", str(args.max_agents)) if args.max_agents else ()
     for reward in [r for r in args.rewards.split(",") if r]:
-        print(f"\nlearns: {args.rounds} rounds rewarded by {reward}", flush=True)
+        print(f"\nlearns: {args.rounds} rounds, loop {reward}", flush=True)
         folder = tmp / f"learns-{reward}"
-        flags = () if reward == "orchrm" else ("--rewards", reward)  # orchrm: the product's default reward
+        flags = LOOPS.get(reward, ("--rewards", reward)) + agents
         results[reward] = keep_rows(args, f"learns-{reward}", run_loop(prepared, folder, args, *flags))
         spent[reward] = loop_spending(folder, results[reward])
     print(f"\n## It learns (SIMULATED environment, truth plan_success_rate; `orchrm loop` "
@@ -367,39 +384,50 @@ def champion_tokens(prepared: Path) -> dict[str, int]:
 
 
 def token_ratio(results: dict[str, list[dict]], spent: dict[str, dict[str, int]], champion: dict[str, int]) -> str:
-    """Every token each loop spent, by where, and the reward-side ratio counted three ways: the rounds' reward side
-    alone (the paper's comparison: what scoring a plan costs), plus what the reward model's loop spent to keep its
-    champion current (rollouts and retraining), plus what the first champion was built from."""
+    """Every token each loop spent, by kind, and what it cost to reward its rounds: its rounds' reward side (reward
+    models read, plans executed to reward) plus what kept its reward model current (rollouts, retraining). The rounds'
+    generation and training and the gate's held-out measures are the same work whatever rewards them: shown apart.
+    Ratios are against the execution-only loop (else the trajectory loop); the break-even lines project the measured
+    per-round costs (SIMULATED charges)."""
     from orchrm_dagster.grpo.plots import accuracy_text
 
-    lines = ["| loop | reward side in its rounds | rounds in all | rollouts | reward-model retraining | loop total | "
-             "last held-out accuracy |", "|---|---|---|---|---|---|---|"]
-    for reward, rows in results.items():
-        t = spent[reward]
-        lines.append(f"| {reward} | {t['reward side']:,} | {t['rounds']:,} | {t['rollouts']:,} | {t['retraining']:,} "
-                     f"| {t['total']:,} | {accuracy_text(rows[-1], 'after') if rows else 'not measured'} |")
-    lines.append("\nthe champion both loops start from: " + ", ".join(f"{k} {v:,}" for k, v in champion.items()))
-    if {"orchrm", "trajectory"} <= set(spent) and spent["orchrm"]["reward side"]:
-        rm, executed = spent["orchrm"], spent["trajectory"]["reward side"]
-        kept_current = rm["reward side"] + rm["rollouts"] + rm["retraining"]
-        built = kept_current + sum(champion.values())
+    lines = ["| loop | reward side | rollouts | reward-model retraining | reward cost | common: generation + "
+             "training | common: held-out measures | loop total | last held-out accuracy |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    costs = {}
+    for loop, rows in results.items():
+        t = spent[loop]
+        costs[loop] = t["reward side"] + t["rollouts"] + t["retraining"]
+        common = sum((r["generation_tokens"] or 0) + (r["training_tokens"] or 0) for r in rows)
+        held_out = sum(r["heldout_tokens"] or 0 for r in rows)
+        lines.append(f"| {loop} | {t['reward side']:,} | {t['rollouts']:,} | {t['retraining']:,} | {costs[loop]:,} | "
+                     f"{common:,} | {held_out:,} | {t['total']:,} | "
+                     f"{accuracy_text(rows[-1], 'after') if rows else 'not measured'} |")
+    lines.append("\nthe champion the reward-model loops start from: "
+                 + ", ".join(f"{k} {v:,}" for k, v in champion.items()))
+    baseline = next((b for b in ("execution-only", "trajectory") if b in spent), None)
+    if "orchrm" in spent and baseline and spent["orchrm"]["reward side"]:
+        rm, executed = spent["orchrm"], spent[baseline]["reward side"]
+        rounds = max(len(results["orchrm"]), 1)
+        per_round = (executed - costs["orchrm"]) / rounds
         lines += ["",
-                  f"- trajectory / orchrm, the rounds' reward side alone (the paper's 10-46x counts this): "
+                  f"- {baseline} / orchrm, the rounds' reward side alone (the paper's 10-46x counts this): "
                   f"{executed / rm['reward side']:.1f}x",
-                  f"- with the reward model's rollouts and retraining (what keeping its champion current cost): "
-                  f"{executed / kept_current:.2f}x",
-                  f"- with the history and first training the champion came from as well: {executed / built:.3f}x",
-                  "- not counted on either side: the rounds' own generation and training (the same work whatever "
-                  "the reward), and the held-out measures of the gate (the same for both)"]
-    final = {reward: (rows[-1]["heldout_accuracy_low_after"], rows[-1]["heldout_accuracy_high_after"])
-             for reward, rows in results.items() if rows}
-    if {"orchrm", "trajectory"} <= set(final) and None not in (*final["orchrm"], *final["trajectory"]):
-        (low_a, high_a), (low_b, high_b) = final["orchrm"], final["trajectory"]
-        lines.append("- the two last accuracies' intervals " + ("overlap: equal accuracy within what the held-out "
-                                                               "sample can tell" if low_a <= high_b and low_b <= high_a
-                                                               else "do not overlap"))
+                  f"- orchrm's reward cost (reward side, rollouts, retraining) / {baseline}'s: "
+                  f"{costs['orchrm'] / max(executed, 1):.2f} (target: at most 1/3)",
+                  f"- per round, orchrm saves {per_round:,.0f} tokens of reward cost against {baseline} "
+                  + (f"(projected: its first champion's {sum(champion.values()):,} tokens are paid back after "
+                     f"{sum(champion.values()) / per_round:.0f} rounds; SIMULATED charges)" if per_round > 0 else
+                     "(it saves none: no break-even at these plans; more agents per plan raise what executing "
+                     "costs, not what scoring costs)")]
+    final = {loop: (rows[-1]["heldout_accuracy_low_after"], rows[-1]["heldout_accuracy_high_after"])
+             for loop, rows in results.items() if rows}
+    if "orchrm" in final and baseline in final and None not in (*final["orchrm"], *final[baseline]):
+        (low_a, high_a), (low_b, high_b) = final["orchrm"], final[baseline]
+        lines.append(f"- the last accuracies' intervals (orchrm, {baseline}) "
+                     + ("overlap: equal accuracy within what the held-out sample can tell"
+                        if low_a <= high_b and low_b <= high_a else "do not overlap"))
     return "\n".join(lines)
-
 
 if __name__ == "__main__":
     main()

@@ -6,10 +6,11 @@ from orchrm_dagster.contract.identity import plan_hash
 from orchrm_dagster.contract.kinds import (BASE_KIND, CHECKPOINT_KIND, POLICY_KINDS, SPECIALIZED_KIND, PolicyKind,
                                            QuarantineKind, RunErrorKind, NO_VERDICT_KINDS)
 from orchrm_dagster.contract.record import CONTRACT_VERSION, DEFAULT_ENVIRONMENT, REQUIRED_FIELDS, RunRecord
+from orchrm_dagster.contract.tables import CHAMPION_LIVE_ACCURACY
 from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS,
                                             JUDGE_CACHE, LABELS, OFFSHELF_SCORES, ORCHESTRATION_SAMPLES, PAIRS,
                                             PLAN_SCORES, POLICY_CHECKPOINTS, PROBLEMS, QUARANTINE, RM_CHECKPOINTS,
-                                            RM_SCORES, CHAMPION_LIVE_ACCURACY, RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE, RUNS,
+                                            RM_SCORES, RM_TRAINING_PAIRS, RM_TRAINING_PAIRS_FILE, RUNS,
                                             SUBAGENT_CALLS, VERIFIER_SCORES)
 from orchrm_dagster.contract.storable import (INT64_MAX, UnstorableValue, check_json, is_utf8, json_text, safe_text,
                                               storable_column, type_name)

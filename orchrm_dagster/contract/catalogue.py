@@ -8,7 +8,8 @@ import pyarrow as pa
 
 from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE, OFFSHELF_SCORES,
                                                        VERIFIER_SCORES)
-from orchrm_dagster.contract.tables import (CHAMPION_LIVE_ACCURACY, GRPO_ROUNDS, IMPORTED_PAIRS, PAIRS, PLAN_SCORES, POLICY_CHECKPOINTS,
+from orchrm_dagster.contract.tables import CHAMPION_LIVE_ACCURACY
+from orchrm_dagster.contract.tables import (GRPO_ROUNDS, IMPORTED_PAIRS, PAIRS, PLAN_SCORES, POLICY_CHECKPOINTS,
                                                   RM_CHECKPOINTS, RM_SCORES)
 from orchrm_dagster.contract.tables import (LABELS, ORCHESTRATION_SAMPLES, PROBLEMS, QUARANTINE, RUNS,
                                                 SUBAGENT_CALLS)

@@ -138,6 +138,7 @@ class Reward:
     mean: float | None  # None: no plan parsed, so there is nothing to place the plans against and no reward
     std: float  # of the per-plan rewards (0 for one plan)
     plans: int
+    scored: bool = True  # False: no reward model scored the plans (an execution-only round)
 
     @classmethod
     def of(cls, rewards: Sequence[float]) -> "Reward":
@@ -154,6 +155,11 @@ class Reward:
         """No plan of the measure parses."""
         return cls(None, 0.0, plans)
 
+    @classmethod
+    def unscored(cls, plans: int) -> "Reward":
+        """No reward model scores the plans (an execution-only round)."""
+        return cls(None, 0.0, plans, scored=False)
+
     def interval(self, confidence: float) -> tuple[float | None, float | None]:
         """Student's t interval of the mean (the mean itself for a single plan or no spread)."""
         if self.mean is None or self.plans < 2 or self.std == 0:
@@ -164,6 +170,8 @@ class Reward:
         return self.mean - half, self.mean + half
 
     def text(self) -> str:
+        if not self.scored:
+            return "not scored (no reward model)"
         return "none (no plan parses)" if self.mean is None else f"{self.mean:.4f}"
 
 
@@ -241,7 +249,7 @@ def policy_gate(before: Measured, after: Measured, rule: GateRule, best: Referen
         return GateVerdict(name, why, ACCURACY_GATE, hacking, difference, predicted_gain, flag, best,
                            best_difference)
 
-    if after.reward.mean is None:
+    if after.reward.mean is None and after.reward.scored:
         return verdict(REJECTED, f"none of the new policy's {after.reward.plans} held-out plans parses ({accuracy})")
     if suspected:
         return verdict(REJECTED, f"suspected reward hacking: {reward}; {flag}", hacking=True)

@@ -134,7 +134,8 @@ class HeldOutMeasure:
             scored = self._score(samples, plans)
         self.spend("heldout", scored)
         tokens += scored
-        return HeldOut(measured_side(plans, settings.unparseable_margin, settings.heldout_execute, self.calibration),
+        return HeldOut(measured_side(plans, settings.unparseable_margin, settings.heldout_execute, self.calibration,
+                                     scored=self.scorer is not None),
                        self.key(policy), plans, self.calibration, tokens)
 
     def _sample(self, policy: PolicySpec, backend) -> list:
@@ -167,9 +168,10 @@ class HeldOutMeasure:
         return rollouts.tokens
 
     def _score(self, samples: list, plans: list[dict]) -> int:
-        """Each parseable plan's champion score (or its failure kept); the tokens the champion read."""
+        """Each parseable plan's champion score (or its failure kept); the tokens the champion read. Without a
+        reward model (an execution-only round) nothing is scored."""
         todo = [i for i, plan in enumerate(plans) if plan["failure"] is None and plan["parses"]]
-        if not todo:
+        if not todo or self.scorer is None:
             return 0
         cause, lengths = None, []
         try:
@@ -186,7 +188,8 @@ class HeldOutMeasure:
         return sum(lengths)
 
 
-def measured_side(plans: list[dict], margin: float, executed: bool, calibration: Calibration | None) -> Measured:
+def measured_side(plans: list[dict], margin: float, executed: bool, calibration: Calibration | None,
+                  scored: bool = True) -> Measured:
     """One side of the gate from its plans: the failed ones set apart (counted, the first cause kept), the rest
     rewarded by the rule (`placed_rewards`), counted correct where executed, problem by problem, and predicted by the
     calibration (a plan that does not parse answers nothing). No failed plan and no non-finite number reaches the
@@ -194,9 +197,10 @@ def measured_side(plans: list[dict], margin: float, executed: bool, calibration:
     failed = [p for p in plans if p["failure"] is not None]
     kept = [p for p in plans if p["failure"] is None]
     rewards = placed_rewards([p["score"] for p in kept], [p["problem_id"] for p in kept], margin)
-    reward = Reward.of(rewards) if rewards else Reward.unparseable(len(kept))
+    reward = Reward.of(rewards) if rewards else Reward.unparseable(len(kept)) if scored else Reward.unscored(len(kept))
     accuracy = Accuracy.of_problems(problem_counts(kept)) if executed and kept else None
-    predicted, unpredicted = None, unpredicted_reason(calibration)
+    predicted = None
+    unpredicted = unpredicted_reason(calibration) if scored else "no reward model (an execution-only round)"
     if unpredicted is None and kept:
         predicted = math.fsum(calibration.probability(p["score"]) if p["score"] is not None else 0.0
                               for p in kept) / len(kept)

@@ -96,11 +96,13 @@ def _run_round(root, round_number, settings, registry, subagents, on_step, attem
     policy, model_dir = starting_policy(root, settings, round_number, registry)
     policy = _trained_shape(policy, settings)
     domain = domain_of(settings.benchmark)
-    with phase("reward model load"):
-        rm_version, scorer = champion_scorer(root, settings.scoring, domain)
-    problem = recipe_problem(settings.start, trained_on(root, rm_version))
-    if problem is not None:
-        raise ValueError(problem)
+    rm_version, scorer = None, None  # an execution-only round loads no reward model
+    if settings.reward_model == "champion":
+        with phase("reward model load"):
+            rm_version, scorer = champion_scorer(root, settings.scoring, domain)
+        problem = recipe_problem(settings.start, trained_on(root, rm_version))
+        if problem is not None:
+            raise ValueError(problem)
     started_on = barrier_columns(root, round_number, rm_version)  # what the champion read; the rollouts before it
     train, held_out = round_problems(root, settings, round_number)
     executor = executor_for(settings.execution, lambda: build_backend(subagents))
@@ -114,7 +116,7 @@ def _run_round(root, round_number, settings, registry, subagents, on_step, attem
         on_step(f"round {round_number}: {said}")
     # a kept side's prediction came from its calibration: the other side is predicted by the same one
     calibration, calibration_tokens = (before.calibration if before else None), 0
-    if calibration is None:
+    if calibration is None and scorer is not None:
         with phase("calibration (runs the champion never trained on, scored)"):
             calibration, calibration_tokens = champion_calibration(root, rm_version, domain, scorer)
         spend("calibration", calibration_tokens)
@@ -176,7 +178,8 @@ def _run_round(root, round_number, settings, registry, subagents, on_step, attem
         with phase("checkpoint publish"):
             path = str(publish_checkpoint(root, round_number, new_policy, manifest))
     commit_round(root, row)
-    record_live_accuracy(root, [held_out_live(root, round_number, domain, rm_version, before, after)])
+    if rm_version is not None:
+        record_live_accuracy(root, [held_out_live(root, round_number, domain, rm_version, before, after)])
     start_file.unlink(missing_ok=True)
     return RoundOutcome(round_number, row["policy_checkpoint"], path, row, trained.log_history,
                         trained.generation_seconds)

@@ -140,6 +140,14 @@ class GRPOSettings:
                                      "unpaired interval did at 32 x 4, at nominal coverage (bench/gate_interval.py, "
                                      "SIMULATED: 2,000 rounds a cell, docs/learning.md); fewer problems leave the gate "
                                      "undecided more often")
+    reward_model: Literal["champion", "none"] = Field(
+        default="champion", description="champion: the round loads its domain's champion reward model (it waits for "
+                                        "one), which scores its held-out plans (held-out reward, calibration, "
+                                        "hacking flag) and rewards plans where `rewards` says orchrm; none: an "
+                                        "execution-only round, for a team without a reward model: no champion is "
+                                        "waited for or loaded, `rewards` must reward by execution (trajectory), the "
+                                        "held-out plans are executed and not scored (the gate decides on accuracy "
+                                        "alone), and the loop trains no reward model and rolls nothing out")
     heldout_execute: bool = Field(default=True, description="Execute the held-out plans (in the execution's "
                                                             "environment) for the held-out accuracy the gate decides "
                                                             "on; off: the checkpoint is unverified")
@@ -210,6 +218,11 @@ class GRPOSettings:
             raise ValueError(f"unparseable_margin must be >= {MIN_UNPARSEABLE_MARGIN}")
         if not 0 < self.gate_confidence < 1 or self.accuracy_margin < 0:
             raise ValueError("gate_confidence must be in (0, 1), accuracy_margin >= 0")
+        if self.reward_model == "none" and ("orchrm" in self.rewards or not self.heldout_execute
+                                            or self.method == "dpo"):
+            raise ValueError("reward_model none: a round without a reward model is rewarded by execution (rewards: "
+                             "trajectory, not orchrm), trains by grpo or rft (dpo reads the reward model's pairs) and "
+                             "is gated on executed held-out accuracy (heldout_execute on)")
         side = self.heldout_problems * self.heldout_samples
         if self.heldout_max_failed >= side:
             raise ValueError(f"heldout_max_failed {self.heldout_max_failed} must be below a side's "

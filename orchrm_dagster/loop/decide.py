@@ -223,7 +223,7 @@ def retraining(state: LoopState, settings: LoopSettings) -> Step | None:
     `staleness`), a champion older than `champion_within_s`, or (`retrain_on` new_pairs, or no champion yet)
     `retrain_min_new_pairs` new pairs."""
     config = settings.reward_model_config()
-    if not state.pairs:
+    if not state.pairs or settings.round.reward_model == "none":  # an execution-only loop trains no reward model
         return None
     why = _retraining_due(state, settings, config)
     if why is None:
@@ -242,7 +242,9 @@ def _retraining_due(state: LoopState, settings: LoopSettings, config) -> str | N
         return None
     counted = (f"{state.new_pairs} new pairs since the reward model last trained "
                f"(retrains at {settings.retrain_min_new_pairs})")
-    if settings.retrain_on == "new_pairs" or state.champion is None:
+    # with no champion to measure (none yet, or none for the rounds' domain, which the rounds wait for) pairs counted
+    if (settings.retrain_on == "new_pairs" or state.champion is None
+            or domain_of(settings.round.benchmark) in state.no_champion):
         return counted if state.new_pairs >= settings.retrain_min_new_pairs else None
     stale, _ = freshness(state, settings)
     if stale:
@@ -299,6 +301,9 @@ def _rollouts_skipped(state: LoopState, settings: LoopSettings, last: Round) -> 
     """Why `last` rolls out nothing (`rollouts` auto: its domain's champion has a live measure and none says it is
     stale, so new pairs would teach it nothing it lacks), or None."""
     asked = (f"rollout:{last.round}:{p}" for p in (last.policy, last.base_policy))
+    if settings.round.reward_model == "none":
+        return (f"round {last.round} rolls out nothing: an execution-only loop (round.reward_model none) has no "
+                f"reward model to make pairs for")
     if settings.rollouts == "always" or any(k in state.runs.succeeded or k in state.runs.in_flight for k in asked):
         return None
     stale, fresh = freshness(state, settings, domain_of(last.benchmark or settings.round.benchmark))
@@ -350,7 +355,8 @@ def _rounds(draft: _Draft) -> str | None:
     """The rounds lane; returns why the rounds stopped, or None."""
     state, settings = draft.state, draft.settings
     domain = domain_of(settings.round.benchmark)
-    if domain in state.no_champion:  # `read_state` names every domain without a champion, and why
+    # `read_state` names every domain without a champion, and why (an execution-only loop needs none)
+    if settings.round.reward_model == "champion" and domain in state.no_champion:
         # no round is rewarded by a reward model that has not shown, on held-out pairs, that it learned
         draft.blocked = state.no_champion[domain]
         return None

@@ -5,6 +5,7 @@ per storage root, on any host (the store's lock). A version can be trained again
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -101,14 +102,73 @@ def train_on_current_pairs(root: StorageRoot, config: RMTrainConfig) -> list[Tra
         train = train.sort("pair_id").head(config.max_train_pairs)
     outcomes = []
     for domains, train_part, validation_part in domain_trainings(train, validation, config, all_domains()):
+        start = incremental_start(root, config, domains, train_part)
+        read = start.pairs if start is not None else train_part
         problems = pl.concat([train_part["problem_id"], validation_part["problem_id"]]).unique().sort().to_list()
         outcomes.append(train_new_version(
-            root, _pair_texts(train_part), _pair_texts(validation_part), config, problems, pairs_available=available,
+            root, _pair_texts(read), _pair_texts(validation_part), config, problems, pairs_available=available,
             available_pair_ids=texts_pair_ids, domains=domains, batches=batches,
             validation_domains=validation_part["domain"].to_list(),
-            described=pl.concat([train_part, validation_part]).select("problem_id", "domain")))
+            described=pl.concat([read, validation_part]).select("problem_id", "domain"), start=start))
     root.write_table(checkpoint_table(root), root.table_file("rm_checkpoints"))
     return outcomes
+
+
+@dataclass(frozen=True)
+class Start:
+    """An incremental retraining: the champion it continues, and the pairs it reads (new ones, then old ones
+    replayed)."""
+
+    version: int
+    model: str  # the champion's weights
+    pairs: pl.DataFrame
+    new: int
+    replayed: int
+    old: int  # old training pairs it could have replayed
+
+    def record(self) -> dict:
+        return {"started_from": self.version, "new_pairs": self.new, "replayed_pairs": self.replayed,
+                "old_pairs": self.old}
+
+
+def replay_selection(train: pl.DataFrame, seen: pl.DataFrame, ratio: float, seed: int
+                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the training pairs not in `seen`, `ratio` old ones per new one drawn with `seed` from the rest)."""
+    new = train.join(seen.select("pair_id"), on="pair_id", how="anti")
+    old = train.join(seen.select("pair_id"), on="pair_id", how="semi").sort("pair_id")
+    wanted = min(old.height, round(ratio * new.height))
+    return new, old.sample(wanted, seed=seed, shuffle=True) if wanted else old.head(0)
+
+
+# what a checkpoint must share with the config for a retraining to continue it
+_CONTINUABLE = ("backbone", "input_format", "max_length", "thinking_tokens", "template", "lora", "save", "dtype",
+                "pair_sources")
+
+
+def incremental_start(root: StorageRoot, config: RMTrainConfig, domains: Sequence[str],
+                      train: pl.DataFrame) -> Start | None:
+    """How a retraining continues the champion of `domains` (config.start_from champion), or None: a full training
+    (start_from scratch, no champion, one that recorded no pair ids or trained otherwise, or nothing new)."""
+    from orchrm_dagster.rm.versions import seen_pair_ids, version_manifest
+
+    champions = read_champions(synced_checkpoints_dir(root), all_domains())
+    candidates = {champions[d] for d in domains if d in champions}
+    if config.start_from != "champion" or not candidates:
+        return None
+    version = max(candidates)
+    seen, saved = seen_pair_ids(root, version), version_manifest(root, version).get("config", {})
+    wanted = {**asdict(config), "pair_sources": list(config.pair_sources)}
+    if seen is None or any(_same(saved.get(name)) != _same(wanted.get(name)) for name in _CONTINUABLE):
+        return None
+    new, replayed = replay_selection(train, seen, config.replay_ratio, config.seed)
+    if not new.height:
+        return None
+    old = train.height - new.height
+    return Start(version, model_dir(root, version), pl.concat([new, replayed]), new.height, replayed.height, old)
+
+
+def _same(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
 def domain_trainings(train: pl.DataFrame, validation: pl.DataFrame, config: RMTrainConfig,
@@ -134,8 +194,8 @@ def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts
                       pair_problems: list[str] | None = None, pairs_available: int | None = None,
                       available_pair_ids: pl.DataFrame | None = None, domains: Collection[str] | None = None,
                       validation_domains: Sequence[str | None] | None = None, described: pl.DataFrame | None = None,
-                      retrained_from: int | None = None, batches: Mapping[str, str] | None = None
-                      ) -> TrainingOutcome:
+                      retrained_from: int | None = None, batches: Mapping[str, str] | None = None,
+                      start: Start | None = None) -> TrainingOutcome:
     """A new version trained on `train`, champion of each of `domains` (None: every domain) where the gate says so.
     `validation_domains`: the domain of each validation pair (None, or a None entry: not known). The pairs are saved
     beside the checkpoint (`described`: each one's problem_id and domain, train rows then validation rows)."""
@@ -149,11 +209,11 @@ def train_new_version(root: StorageRoot, train: PairTexts, validation: PairTexts
     with rm_store(root).lock(timeout_s=TRAINING_WAIT_S):
         return _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
                                   tuple(sorted(domains or all_domains())), validation_domains, described,
-                                  retrained_from, batches)
+                                  retrained_from, batches, start)
 
 
 def _train_new_version(root, train, validation, config, pair_problems, pairs_available, available_pair_ids,
-                       domains, validation_domains, described, retrained_from, batches) -> TrainingOutcome:
+                       domains, validation_domains, described, retrained_from, batches, start) -> TrainingOutcome:
     from orchrm_dagster.rm.train import train_reward_model
 
     base, store = synced_checkpoints_dir(root), rm_store(root)
@@ -161,7 +221,9 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     folder, name = str(store.folder(version)), store.name(version)
     with writing(f"reward-model checkpoint {name}", folder):  # its trainer checkpoints and model
         # validated below, once, with the champions on the same pairs
-        result = train_reward_model(train, PairTexts.empty(), config, folder, resume=True)
+        # an incremental retraining starts from the champion's weights; its manifest keeps the config's backbone
+        trained = dataclasses.replace(config, backbone=start.model) if start is not None else config
+        result = train_reward_model(train, PairTexts.empty(), trained, folder, resume=True)
     champions = read_champions(base, all_domains())
     # a champion trained on other pair sources (the other GRPO recipe) is not a rival: the recipe changed on purpose
     rivals = {d: v for d, v in champions.items() if trained_on(root, v) == tuple(config.pair_sources)}
@@ -176,6 +238,8 @@ def _train_new_version(root, train, validation, config, pair_problems, pairs_ava
     manifest["domains"] = list(domains)
     if retrained_from is not None:
         manifest["retrained_from"] = retrained_from
+    if start is not None:
+        manifest.update(start.record())
     if result.memory:
         manifest["memory_estimate"] = result.memory
     # what resumability cost this call: the checkpoints written by the clock, and their share of its seconds
@@ -214,6 +278,12 @@ def retrain_version(root: StorageRoot, version: int, run: RMTrainConfig | None =
     manifest = read_manifest(folder)
     saved = read_training_pairs(folder)
     ids_file = Path(folder, PAIR_IDS_FILE)
+    start = None
+    if manifest.get("started_from") is not None:  # it continued a champion: so does its retraining
+        trained = split_pairs(saved, TRAIN)
+        start = Start(manifest["started_from"], model_dir(root, manifest["started_from"]), pl.DataFrame(),
+                      manifest.get("new_pairs", len(trained)), manifest.get("replayed_pairs", 0),
+                      manifest.get("old_pairs", 0))
     return train_new_version(
         root, split_pairs(saved, TRAIN), split_pairs(saved, VALIDATION), saved_config(manifest, run),
         pair_problems(root, version), pairs_available=manifest.get("pairs_available"),
@@ -221,7 +291,7 @@ def retrain_version(root: StorageRoot, version: int, run: RMTrainConfig | None =
         domains=manifest.get("domains"),
         validation_domains=saved.filter(pl.col("split") == VALIDATION)["domain"].to_list(),
         described=saved.select("problem_id", "domain"), retrained_from=version,
-        batches=trained_batches(root, version))
+        batches=trained_batches(root, version), start=start)
 
 
 def _gate(root, new_model: str, validation: PairTexts, validation_domains: list, domains: tuple[str, ...],

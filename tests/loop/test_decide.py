@@ -7,7 +7,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from orchrm_dagster.loop import LEARNING, ROUNDS, Batch, LoopSettings, LoopState, Round, StepRuns, decide
 
-SETTINGS = LoopSettings(rounds=2, retrain_min_new_pairs=50, retrain_on="new_pairs")  # the count rule (test_staleness.py)
+# the count rule (the stale rule: test_staleness.py)
+SETTINGS = LoopSettings(rounds=2, retrain_min_new_pairs=50, retrain_on="new_pairs")
 NO_ROUNDS = dataclasses.replace(SETTINGS, rounds=0)  # the rounds lane asks nothing: the learning lane alone
 CURRENT = LoopState(ingested_batches=2, inputs="i1", pairs_inputs="i1", pairs=200, new_pairs=0, champion=1)
 

@@ -176,3 +176,11 @@ def test_a_rounds_held_out_measure_is_read_back_with_its_problems(storage_root):
     assert back == measure and back.upper(0.05) == measure.upper(0.05)
     assert latest_held_out(storage_root, {"math": 2}) == []  # another champion: not its measure
     assert json.loads(read_live_accuracy(storage_root)["by_problem"][0])[0] == ["p0", 5, 5]
+
+
+def test_while_the_rounds_domain_has_no_champion_new_pairs_are_counted():
+    waiting = dataclasses.replace(STATE, new_pairs=60, live=(live(right=33),),
+                                  no_champion={"math": "no version beat chance"})
+    [step] = asked(decide(waiting, SETTINGS), "reward_model")
+    assert "60 new pairs" in step.why
+    assert not asked(decide(dataclasses.replace(waiting, new_pairs=10), SETTINGS), "reward_model")

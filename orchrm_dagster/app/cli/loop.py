@@ -11,22 +11,24 @@ ROUND_FLAGS = ("method", "rewards", "reward_weights", "start", "policy", "benchm
                "group_size", "learning_rate", "lr_scheduler", "kl_beta", "clip_epsilon", "temperature",
                "max_completion_tokens", "max_agents", "grammar", "lora", "lora_rank", "device", "precision", "seed",
                "heldout_problems", "heldout_samples", "heldout_temperature", "heldout_max_failed", "policy_gate",
-               "accuracy_margin", "gate_confidence", "reward_hacking_share", "policy_margin")
-LOOP_FLAGS = ("token_budget", "retrain_min_new_pairs", "retrain_defer_s", "rollout_samples", "rollout_seed",
-              "rollout_base", "max_attempts", "batching.interval_s")
+               "accuracy_margin", "gate_confidence", "reward_hacking_share", "policy_margin", "reward_model")
+LOOP_FLAGS = ("token_budget", "retrain_on", "retrain_min_new_pairs", "staleness_margin", "staleness_level",
+              "staleness_min_pairs", "retrain_defer_s", "rollouts", "rollout_samples", "rollout_seed", "rollout_base",
+              "max_attempts", "batching.interval_s", "reward_model.start_from", "reward_model.replay_ratio")
 
 
 @click.command(name="loop")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="GRPO rounds to run now: the loop goes on until it has run this many more.")
 @config_options(LoopSettings, *(f"round.{name}" for name in ROUND_FLAGS), *LOOP_FLAGS,
-                flags={"batching.interval_s": "--batching-interval-s"}, defaults_from="the loop resource")
+                flags={"batching.interval_s": "--batching-interval-s", "reward_model.start_from": "--rm-start-from",
+                       "reward_model.replay_ratio": "--rm-replay-ratio"}, defaults_from="the loop resource")
 @environment_options
 @click.pass_context
 def command(ctx: click.Context, rounds: int, **_) -> None:
     """The loop that keeps learning, as the daemon runs it: the same decisions and the same runs as the loop's
-    sensors (ingest what landed, rebuild pairs, retrain the reward model when enough new pairs arrived, score,
-    roll out the last promoted checkpoint, start the next GRPO round), run here in-process until ROUNDS more rounds
+    sensors (ingest what landed, rebuild pairs, retrain the reward model when its champion is stale, score,
+    roll out the last promoted checkpoint while the champion is stale, start the next GRPO round), run here in-process until ROUNDS more rounds
     are done; then the rounds table."""
     from orchrm_dagster.app.loop import LoopFailed, drive
     from orchrm_dagster.loop import rounds as finished_rounds
