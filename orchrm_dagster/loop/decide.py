@@ -257,8 +257,8 @@ def _retraining_due(state: LoopState, settings: LoopSettings, config) -> str | N
 
 
 def freshness(state: LoopState, settings: LoopSettings, domain: str | None = None) -> tuple[list[str], list[str]]:
-    """(why the champion is stale, why it is not) in each domain (only `domain`'s where given), from its live
-    measures (`rm.live.staleness`: one rule, for the retraining and the rollouts)."""
+    """(why the champion is stale, why it is fresh) in each domain (only `domain`'s where given), from its live
+    measures that say either (`rm.live.staleness`: one rule, for the retraining and the rollouts)."""
     from orchrm_dagster.rm import staleness
 
     stale, fresh = [], []
@@ -267,7 +267,8 @@ def freshness(state: LoopState, settings: LoopSettings, domain: str | None = Non
         if domain is not None and live.domain != domain:
             continue
         is_stale, why = staleness(live, rule)
-        (stale if is_stale else fresh).append(why)
+        if is_stale is not None:
+            (stale if is_stale else fresh).append(why)
     return stale, fresh
 
 

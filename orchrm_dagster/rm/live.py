@@ -106,13 +106,14 @@ class StalenessRule:
     min_pairs: int = 20  # fewer new pairs than this say nothing
 
 
-def staleness(live: LiveAccuracy, rule: StalenessRule) -> tuple[bool, str]:
-    """Whether `live` shows its champion stale, and why (or why not) in words: its live accuracy's upper bound lies
-    below its validation accuracy minus `rule.margin`."""
+def staleness(live: LiveAccuracy, rule: StalenessRule) -> tuple[bool | None, str]:
+    """Whether `live` shows its champion stale (True), fresh (False) or says nothing (None: too few pairs, no
+    validation accuracy), and why in words: stale where its live accuracy's upper bound lies below its validation
+    accuracy minus `rule.margin`."""
     if live.validation_accuracy is None:
-        return False, f"{live.text()}: no validation accuracy to hold it against"
+        return None, f"unmeasured: {live.text()}: no validation accuracy to hold it against"
     if live.pairs < rule.min_pairs:
-        return False, f"{live.text()}: fewer than {rule.min_pairs} pairs"
+        return None, f"unmeasured: {live.text()}: fewer than {rule.min_pairs} pairs"
     upper, floor = live.upper(rule.level), live.validation_accuracy - rule.margin
     if upper < floor:
         return True, f"stale: {live.text()}; its upper bound {upper:.3f} < validation - margin {floor:.3f}"

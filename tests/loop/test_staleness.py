@@ -184,3 +184,11 @@ def test_while_the_rounds_domain_has_no_champion_new_pairs_are_counted():
     [step] = asked(decide(waiting, SETTINGS), "reward_model")
     assert "60 new pairs" in step.why
     assert not asked(decide(dataclasses.replace(waiting, new_pairs=10), SETTINGS), "reward_model")
+
+
+def test_a_measure_of_too_few_pairs_neither_skips_rollouts_nor_retrains():
+    few = live(right=5, pairs=10, source="pairs", problems=5)  # 0.5 against 0.8, but 10 pairs say nothing
+    state = dataclasses.replace(STATE, new_pairs=1, rounds=(promoted_round(),), live=(few,))
+    decision = decide(state, SETTINGS)
+    assert len(asked(decision, "rollout")) == 2 and not asked(decision, "reward_model")
+    assert staleness(few, StalenessRule())[0] is None

@@ -113,7 +113,7 @@ def _print_loop(report) -> None:
                     "stale"],
                    [[m.domain, f"v{m.rm_version}", m.source, m.pairs, m.accuracy,
                      "[{:.3f}, {:.3f}]".format(*m.interval()) if m.pairs else None, m.validation_accuracy,
-                     "stale" if stale else "fresh"] for m, stale, _ in report.live],
+                     {True: "stale", False: "fresh", None: "unmeasured"}[stale]] for m, stale, _ in report.live],
                    caption="The champions' live accuracy: pairs they never trained on (the new batches', the last "
                            "round's held-out plans), ranked by their scores; stale (the loop retrains, and rolls "
                            "out) when the interval's one-sided bound lies below the validation accuracy minus "
