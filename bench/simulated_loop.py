@@ -416,8 +416,11 @@ def token_ratio(results: dict[str, list[dict]], spent: dict[str, dict[str, int]]
                   f"- orchrm's reward cost (reward side, rollouts, retraining) / {baseline}'s: "
                   f"{costs['orchrm'] / max(executed, 1):.2f} (target: at most 1/3)",
                   f"- per round, orchrm saves {per_round:,.0f} tokens of reward cost against {baseline} "
-                  + (f"(projected: its first champion's {sum(champion.values()):,} tokens are paid back after "
-                     f"{sum(champion.values()) / per_round:.0f} rounds; SIMULATED charges)" if per_round > 0 else
+                  + (f"(projected, SIMULATED charges: its first reward-model training's "
+                     f"{champion['first reward-model training']:,} tokens are paid back after "
+                     f"{champion['first reward-model training'] / per_round:.1f} rounds; counting the history's "
+                     f"runs too, which a team's production paid for anyway, after "
+                     f"{sum(champion.values()) / per_round:.0f})" if per_round > 0 else
                      "(it saves none: no break-even at these plans; more agents per plan raise what executing "
                      "costs, not what scoring costs)")]
     final = {loop: (rows[-1]["heldout_accuracy_low_after"], rows[-1]["heldout_accuracy_high_after"])
