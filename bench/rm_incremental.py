@@ -91,17 +91,12 @@ def train_and_judge(name: str, train, validation: pl.DataFrame, config, seed: in
     scorer = RewardScorer(result.model_dir, "cpu")
     scores = scorer.score(texts.question * 2, texts.chosen_plan + texts.rejected_plan)
     wins = np.asarray(scores[:len(texts)]) > np.asarray(scores[len(texts):])
-    low, high = wilson(int(wins.sum()), len(wins))
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(int(wins.sum()), len(wins), alpha=0.05, method="wilson")
     print(f"{name}: {len(train)} pairs, val accuracy {wins.mean():.3f}, {seconds:.0f} s", flush=True)
     return {"name": name, "model": result.model_dir, "pairs": len(train), "tokens": result.training_tokens,
             "seconds": seconds, "wins": wins, "accuracy": float(wins.mean()), "low": low, "high": high}
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
 
 
 def paired(wins: np.ndarray, reference: np.ndarray) -> str:

@@ -11,7 +11,7 @@ from orchrm_dagster.grpo import read_table
 from orchrm_dagster.loop.decide import Decision, decide, describe
 from orchrm_dagster.loop.settings import LoopSettings
 from orchrm_dagster.loop.state import LoopState, Spending
-from orchrm_dagster.rm import champion_standings, latest_version, trained_at
+from orchrm_dagster.rm import champion_standings, latest_version, staleness, trained_at
 from orchrm_dagster.storage import StorageRoot
 
 
@@ -72,12 +72,6 @@ class LoopReport:
                        "budget": self.token_budget},
             "late": [{**asdict(late), "line": late.line()} for late in self.late],
         }
-
-
-def staleness(measure, rule):
-    from orchrm_dagster.rm import staleness as rule_of
-
-    return rule_of(measure, rule)
 
 
 def loop_report(root: StorageRoot, state: LoopState, settings: LoopSettings, last_rounds: int = 5) -> LoopReport:

@@ -80,18 +80,18 @@ def _bound(by_problem, level: float, side: int) -> float | None:
     pairs = sum(n for _, _, n in by_problem)
     if not pairs:
         return None
-    from scipy.stats import norm, t
+    from scipy.stats import t
 
     accuracy = sum(c for _, c, _ in by_problem) / pairs
     k = len(by_problem)
     residuals = [c - accuracy * n for _, c, n in by_problem]
     spread = math.fsum(r * r for r in residuals)
     if k < 2 or spread == 0:
-        z = norm.ppf(1 - level)
-        centre = (accuracy + z * z / (2 * pairs)) / (1 + z * z / pairs)
-        half = z * math.sqrt(accuracy * (1 - accuracy) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
-        bound = centre + side * half
-        return float(min(1.0, max(accuracy, bound)) if side > 0 else max(0.0, min(accuracy, bound)))
+        from statsmodels.stats.proportion import proportion_confint
+
+        low, high = proportion_confint(sum(c for _, c, _ in by_problem), pairs, alpha=2 * level, method="wilson")
+        # its float rounding may leave the accuracy itself (0 or 1) a hair outside
+        return float(max(high, accuracy) if side > 0 else min(low, accuracy))
     # never narrower than independent pairs would make it, and widened by half a pair (continuity): with tens of
     # small clusters the sandwich alone covered 91-92% for 95% (bench/staleness.py)
     variance = max(k / (k - 1) * spread / pairs**2, accuracy * (1 - accuracy) / pairs)
@@ -180,10 +180,8 @@ def pairs_live_accuracy(root: StorageRoot, champions: Mapping[str, int]) -> list
     return found
 
 
-LIVE_COLUMNS = {"measured_at": pl.Float64, "source": pl.String, "rm_version": pl.Int64, "domain": pl.String,
-                "pairs": pl.Int64, "correct": pl.Int64, "problems": pl.Int64, "accuracy": pl.Float64,
-                "low": pl.Float64, "high": pl.Float64, "validation_accuracy": pl.Float64,
-                "by_problem": pl.String}  # JSON [[problem id, right, pairs], ...]: the interval read back exactly
+# the series' columns as Polars reads them: the contract's schema, written once
+LIVE_COLUMNS = pl.from_arrow(CHAMPION_LIVE_ACCURACY.empty_table()).schema
 
 
 def record_live_accuracy(root: StorageRoot, measures: Iterable[LiveAccuracy]) -> int:

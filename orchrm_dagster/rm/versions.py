@@ -226,24 +226,16 @@ def new_pairs_since_training(root: StorageRoot, current: pl.DataFrame | None = N
         return None
     latest = versions[-1]
     current = current_pair_ids(root) if current is None else current  # the tables' pair_id column, if read already
-    seen_file = Path(latest["path"], PAIR_IDS_FILE)
-    if not seen_file.exists():  # a version trained before pair ids were recorded: compare counts
+    seen = seen_pair_ids(root, latest["version"])
+    if seen is None:  # a version trained before pair ids were recorded: compare counts
         return current.height - (latest.get("pairs_available") or 0)
-    seen = pl.read_parquet(seen_file)
     return current.join(seen, on="pair_id", how="anti").height
-
-
-_TRAINED_ON: dict[tuple[str, int], tuple[str, ...]] = {}
 
 
 def trained_on(root: StorageRoot, version: int) -> tuple[str, ...]:
     """The pair sources reward-model `version` trained on (empty: every source). A manifest never changes once
     written, so each is read once per process."""
-    key = (root.url, version)
-    if key not in _TRAINED_ON:
-        manifest = next((v for v in list_versions(str(synced_checkpoints_dir(root))) if v["version"] == version), {})
-        _TRAINED_ON[key] = tuple(manifest.get("config", {}).get("pair_sources") or ())
-    return _TRAINED_ON[key]
+    return tuple(version_manifest(root, version).get("config", {}).get("pair_sources") or ())
 
 
 _TRAINED_BATCHES: dict[tuple[str, int], dict[str, str]] = {}
