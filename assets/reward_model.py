@@ -47,6 +47,29 @@ def pairs(context: dg.AssetExecutionContext, config: PairsConfig, storage: Stora
     })
 
 
+def scores_exported(context, storage: StorageResource, settings, champions: dict) -> dict:
+    """With `ingest.traces.export_scores.after_scoring`, the imported runs' labels and new scores sent back to their
+    tools (`orchrm export-scores`); its metadata. An export that fails leaves the scores written: the log and the
+    metadata say why, and the next scoring (or `orchrm export-scores`) sends what is left."""
+    if not settings.after_scoring:
+        return {}
+    from orchrm_dagster.rm import domain_of
+    from orchrm_dagster.storage import LockTimeout
+    from orchrm_dagster.traces import ScoreExportFailed, export_scores
+
+    try:
+        report = export_scores(storage.storage_root(), settings, champions=champions, domain_of=domain_of)
+    except (ScoreExportFailed, LockTimeout) as err:  # LockTimeout: another export held the lock too long
+        context.log.error(f"the scores were not all exported: {err}")
+        return {"scores_exported": f"failed: {err}"}
+    finally:
+        storage.warehouse().refresh_views(("score_exports",))
+    return {"scores_exported": dg.MetadataValue.md(markdown_table(
+        ["tool", "runs sent", "unchanged", "to"],
+        [(p.tool, p.runs, p.unchanged, p.destination if p.pushed else ", ".join(p.files) or p.destination)
+         for p in report.tools]))}
+
+
 def record_live(root: StorageRoot) -> dict:
     """The champions' live accuracy on the pairs they never trained on, added to its series (`pairs` and `rm_scores`
     each may complete the measure); its metadata."""
@@ -141,6 +164,8 @@ def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage:
     report = score_runs(storage.storage_root(), run_settings(context, config, run_defaults.to_engine().scoring))
     storage.warehouse().refresh_views(("rm_scores",))
     live = record_live(storage.storage_root())
+    exported = scores_exported(context, storage, run_defaults.to_engine().ingest.traces.export_scores,
+                               report.champions)
     return dg.MaterializeResult(metadata={
         "champions": report.champions,
         "runs_by_domain": report.runs_by_domain,
@@ -152,4 +177,5 @@ def rm_scores(context: dg.AssetExecutionContext, config: ScoringConfig, storage:
         "batches_already_current": report.batches_current,
         "plans_per_second": round(report.runs_scored / report.seconds, 1) if report.seconds else 0.0,
         **live,
+        **exported,
     })

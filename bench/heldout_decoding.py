@@ -42,7 +42,7 @@ def decode(problems: int, samples: int, temperature: float, shared: bool, batche
 
     from assets.resources import embedded_policies
     from orchrm_dagster.grpo import GRPOSettings
-    from orchrm_dagster.llm.transformers_backend import TransformersBackend
+    from orchrm_dagster.llm.transformers_decoding import TransformersBackend
     from orchrm_dagster.orchestration import Problem, sample_plans
     from orchrm_dagster.problems import load_shipped
 
@@ -68,7 +68,7 @@ def decode(problems: int, samples: int, temperature: float, shared: bool, batche
 @contextmanager
 def _sharing(on: bool):
     """Each prompt held once (the default) or, for the comparison, copied to every row."""
-    from orchrm_dagster.llm import transformers_backend
+    from orchrm_dagster.llm import transformers_decoding as transformers_backend
 
     saved = transformers_backend.shares_prefixes
     if not on:

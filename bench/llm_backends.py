@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings  # noqa: E402
-from orchrm_dagster.llm.transformers_backend import TransformersBackend  # noqa: E402
+from orchrm_dagster.llm.transformers_decoding import TransformersBackend  # noqa: E402
 from orchrm_dagster.problems import load_shipped  # noqa: E402
 from orchrm_dagster.orchestration import Problem, sample_plans  # noqa: E402
 from orchrm_dagster.plans import Plan, parse_plan, plan_grammar_ebnf  # noqa: E402

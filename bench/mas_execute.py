@@ -42,7 +42,7 @@ def single_delegation(agent_name: str) -> str:
 
 
 def make_backend(args: argparse.Namespace):
-    from orchrm_dagster.llm.transformers_backend import TransformersBackend
+    from orchrm_dagster.llm.transformers_decoding import TransformersBackend
 
     backend = TransformersBackend(device=args.device, max_batch_size=args.max_batch_size)
     backend.generate([ChatRequest(messages=({"role": "user", "content": "Hi"},),

@@ -236,7 +236,7 @@ def _as_before(active: bool):
     """The decoding and log-probability speed-ups of #38 and #43 switched off (transformers' own KV cache with each
     row's copy of its prompt, every plan forwarding its prompt in training), for the profile's `before`."""
     from orchrm_dagster.grpo import shared_prefix
-    from orchrm_dagster.llm import transformers_backend
+    from orchrm_dagster.llm import transformers_decoding as transformers_backend
 
     saved = transformers_backend.decoding_cache, transformers_backend.shares_prefixes, shared_prefix.can_share
     if active:

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from assets import loop as dagster_loop
+from assets import loop_state as loop_state_module
 from assets.resources import LoopResource, StorageResource
 from assets.sensors import grpo_loop_sensor, loop_sensor
 from orchrm_dagster.app import loop as app_loop
@@ -66,7 +67,7 @@ def command_requests(defs, settings, monkeypatch) -> list[tuple]:
 def test_the_sensors_and_the_loop_command_make_the_same_requests_from_the_same_state(tmp_path, monkeypatch, state):
     from orchrm_dagster.definitions import build_definitions
 
-    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(
+    monkeypatch.setattr(loop_state_module, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(
         state, runs=runs))
     resources = {"storage": storage(tmp_path), "loop": LoopResource(rounds=3)}
     by_sensors = sensor_requests(grpo_loop_sensor, resources) + sensor_requests(loop_sensor, resources)
@@ -119,7 +120,7 @@ def test_the_loop_command_prints_every_round(tmp_path, monkeypatch, capsys):
 
 
 def test_a_rollout_of_two_policies_asks_for_each_new_partition_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(ROLLING_OUT, runs=runs))
+    monkeypatch.setattr(loop_state_module, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(ROLLING_OUT, runs=runs))
     with orchrm_instance_for_test() as instance:
         result = grpo_loop_sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": storage(tmp_path), "loop": LoopResource(rounds=3)}))
@@ -135,7 +136,7 @@ BLOCKED = dataclasses.replace(ROLLING_OUT, champion=None, rounds=(), no_champion
 
 @pytest.mark.parametrize("sensor", [loop_sensor, grpo_loop_sensor], ids=["learning", "rounds"])
 def test_a_tick_that_asks_for_nothing_gives_the_loop_s_decision_as_its_reason(tmp_path, monkeypatch, sensor):
-    monkeypatch.setattr(dagster_loop, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(BLOCKED, runs=runs))
+    monkeypatch.setattr(loop_state_module, "read_state", lambda root, runs, rounds_on=True: dataclasses.replace(BLOCKED, runs=runs))
     with orchrm_instance_for_test() as instance:
         result = sensor(dg.build_sensor_context(instance=instance, resources={
             "storage": storage(tmp_path), "loop": LoopResource()}))

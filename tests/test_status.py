@@ -42,12 +42,15 @@ def with_pairs(root) -> StorageRoot:
 
 
 def with_loop(monkeypatch, **settings) -> None:
-    """The code location's loop resource, as the daemon would have it configured."""
-    import orchrm_dagster.app.cli.common as common
-    from assets.resources import LoopResource
-    from orchrm_dagster.definitions import build_definitions
+    """The loop's settings as a team's settings file gives them (the daemon's loop resource reads the same file)."""
+    import os
+    from pathlib import Path
 
-    monkeypatch.setattr(common, "definitions", lambda: build_definitions(loop=LoopResource(**settings)))
+    import yaml
+
+    path = Path(os.environ["ORCHRM_STORAGE"]).parent / "orchrm.yaml"
+    path.write_text(yaml.safe_dump({"loop": settings}))
+    monkeypatch.setenv("ORCHRM_CONFIG", str(path))
 
 
 def test_nothing_landed_says_what_the_loop_waits_for(root):

@@ -7,6 +7,7 @@ from orchrm_dagster.contract.kinds import (BASE_KIND, CHECKPOINT_KIND, POLICY_KI
                                            QuarantineKind, RunErrorKind, NO_VERDICT_KINDS)
 from orchrm_dagster.contract.record import CONTRACT_VERSION, DEFAULT_ENVIRONMENT, REQUIRED_FIELDS, RunRecord
 from orchrm_dagster.contract.tables import CHAMPION_LIVE_ACCURACY
+from orchrm_dagster.contract.tables import SCORE_EXPORTS
 from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, GRPO_ROUNDS, IMPORTED_PAIRS,
                                             JUDGE_CACHE, LABELS, OFFSHELF_SCORES, ORCHESTRATION_SAMPLES, PAIRS,
                                             PLAN_SCORES, POLICY_CHECKPOINTS, PROBLEMS, QUARANTINE, RM_CHECKPOINTS,
@@ -19,7 +20,7 @@ __all__ = [
     "CONTRACT_VERSION", "DEFAULT_ENVIRONMENT", "COLUMN_DEFAULTS", "EVALUATION", "EVALUATION_PROBLEMS", "IMPORTED_PAIRS",
     "GRPO_ROUNDS", "JUDGE_CACHE", "OFFSHELF_SCORES", "PLAN_SCORES", "POLICY_CHECKPOINTS", "VERIFIER_SCORES", "LABELS", "ORCHESTRATION_SAMPLES", "PAIRS",
     "PARTITIONED_TABLES", "POLICY_KINDS", "PROBLEMS", "PolicyKind", "QUARANTINE", "QuarantineKind", "REQUIRED_FIELDS",
-    "RM_CHECKPOINTS", "RM_SCORES", "CHAMPION_LIVE_ACCURACY", "RM_TRAINING_PAIRS", "RM_TRAINING_PAIRS_FILE", "RUNS", "RunErrorKind", "NO_VERDICT_KINDS", "RunRecord", "SUBAGENT_CALLS", "BASE_KIND", "CHECKPOINT_KIND", "SPECIALIZED_KIND",
+    "RM_CHECKPOINTS", "RM_SCORES", "SCORE_EXPORTS", "CHAMPION_LIVE_ACCURACY", "RM_TRAINING_PAIRS", "RM_TRAINING_PAIRS_FILE", "RUNS", "RunErrorKind", "NO_VERDICT_KINDS", "RunRecord", "SUBAGENT_CALLS", "BASE_KIND", "CHECKPOINT_KIND", "SPECIALIZED_KIND",
     "WAREHOUSE_TABLES", "plan_hash", "FastRunRecord", "fast_record",
     "INT64_MAX", "UnstorableValue", "check_json", "is_utf8", "json_text", "safe_text", "storable_column", "type_name",
 ]

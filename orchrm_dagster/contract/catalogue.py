@@ -9,6 +9,7 @@ import pyarrow as pa
 from orchrm_dagster.contract.tables import (EVALUATION, EVALUATION_PROBLEMS, JUDGE_CACHE, OFFSHELF_SCORES,
                                                        VERIFIER_SCORES)
 from orchrm_dagster.contract.tables import CHAMPION_LIVE_ACCURACY
+from orchrm_dagster.contract.tables import SCORE_EXPORTS
 from orchrm_dagster.contract.tables import (GRPO_ROUNDS, IMPORTED_PAIRS, PAIRS, PLAN_SCORES, POLICY_CHECKPOINTS,
                                                   RM_CHECKPOINTS, RM_SCORES)
 from orchrm_dagster.contract.tables import (LABELS, ORCHESTRATION_SAMPLES, PROBLEMS, QUARANTINE, RUNS,
@@ -35,6 +36,7 @@ WAREHOUSE_TABLES: dict[str, pa.Schema] = {
     "judge_cache": JUDGE_CACHE,
     "policy_checkpoints": POLICY_CHECKPOINTS,
     "grpo_rounds": GRPO_ROUNDS,
+    "score_exports": SCORE_EXPORTS,
 }
 
 # What a text column reads as where a file written before the column existed leaves it null (the warehouse views and

@@ -239,6 +239,23 @@ RM_SCORES = pa.schema(
     ]
 )
 
+# What `orchrm export-scores` sent back to the tool an imported run's trace came from, one row per (run, tool,
+# destination): the label and the champion's score as last sent, so that the next export sends only what changed.
+SCORE_EXPORTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("tool", pa.string()),  # langfuse | langsmith | otel (the run's trace format)
+        ("destination", pa.string()),  # the URL posted to, or the folder the files were written to
+        ("is_correct", pa.bool_()),  # the label sent (null: none)
+        ("rm_version", pa.int64()),  # the champion whose score was sent (null: none)
+        ("domain", pa.string()),
+        ("score", pa.float64()),
+        ("fingerprint", pa.string()),  # of what was sent: a run whose label or score changes is sent again
+        ("exported_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 # The champion's score of each sampled plan, before execution (one folder per (benchmark, policy) partition).
 PLAN_SCORES = pa.schema(
     [

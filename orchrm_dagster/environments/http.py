@@ -15,9 +15,9 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
 from pydantic import ConfigDict, ValidationError, create_model
 
 from orchrm_dagster.contract import RunErrorKind, RunRecord
@@ -26,8 +26,10 @@ from orchrm_dagster.environments import Environment, EnvironmentContext, Executo
 from orchrm_dagster.llm import MAX_RETRY_AFTER_S, retry_after_s
 from orchrm_dagster.mas import CallRecord, ExecutionResult, question_text
 
+if TYPE_CHECKING:
+    import httpx
+
 REQUEST_VERSION = 1  # the request body's `version`: a change of its shape changes it
-_TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 _SHOWN_ERRORS = 3  # validation errors named in one failed run's cause
 
 
@@ -183,6 +185,8 @@ class HttpExecutor(Executor):
         self.headers = bearer_token(config.headers_env)
 
     def completed(self, jobs: Sequence[PlanJob]) -> Iterator[tuple[int, ExecutionResult]]:
+        import httpx  # when plans execute, not when the settings that name this environment are read
+
         workers = self.config.concurrent_plans
         with (httpx.Client(timeout=self.config.timeout_s, headers=self.headers,
                            limits=httpx.Limits(max_connections=workers)) as client,
@@ -202,6 +206,9 @@ class HttpExecutor(Executor):
 
     def post(self, client: httpx.Client, body: dict) -> bytes:
         """The answer's body; transient failures retried, HttpFailure for the last one (its attempts said)."""
+        import httpx
+
+        transient = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
         attempts = self.config.max_retries + 1
         for attempt in range(1, attempts + 1):
             retry_after = None
@@ -210,7 +217,7 @@ class HttpExecutor(Executor):
             except httpx.TimeoutException as error:
                 failure = HttpFailure(f"timeout: {self.endpoint} did not answer within {self.config.timeout_s:g} s "
                                       f"({type(error).__name__})", RunErrorKind.TIMEOUT)
-            except _TRANSIENT_ERRORS as error:
+            except transient as error:
                 failure = HttpFailure(f"{self.endpoint} unreachable: {type(error).__name__}: {error}")
             else:
                 if response.is_success:

@@ -1,24 +1,53 @@
 """Best-of-N evaluation over logged runs: the reward model and every baseline choosing among N candidates, their
-expected accuracy on held-out problems and what each costs in tokens."""
+expected accuracy on held-out problems and what each costs in tokens.
 
-from orchrm_dagster.evaluation.costs import (AT_N_HEADERS, RATIO_HEADERS, at_largest_n, ratio_table_rows,
-                                             total_tokens, verification_ratios)
-from orchrm_dagster.evaluation.expectation import any_correct_probability, candidate_sets, pick_probability
-from orchrm_dagster.evaluation.judges import JudgeCall, Verdict, choice_grammar, judge_key, parse_choice, run_judges
-from orchrm_dagster.evaluation.methods import (EvaluationMethod, MethodKind, method_named, method_names,
-                                               register_method, registered_methods)
-from orchrm_dagster.evaluation.pools import candidate_pool, index_pool, trajectories, vote_key, vote_key_of
-from orchrm_dagster.evaluation.run import EvaluationOutcome, bootstrap_interval, evaluate
-from orchrm_dagster.evaluation.settings import EvaluationSettings, JudgeSettings, VerifierSettings, VerifierWeights
-from orchrm_dagster.evaluation.verifier import (MiniLMEmbedder, StaticScores, agreement_score, format_score,
-                                                length_score, repetition_score, static_scores, steps_score)
+Names load lazily (`orchrm_dagster.lazy_names`)."""
 
-__all__ = [
-    "AT_N_HEADERS", "RATIO_HEADERS", "at_largest_n", "ratio_table_rows", "total_tokens", "verification_ratios",
-    "EvaluationMethod", "EvaluationOutcome", "EvaluationSettings", "JudgeCall", "JudgeSettings", "MethodKind",
-    "MiniLMEmbedder", "StaticScores", "Verdict", "VerifierSettings", "VerifierWeights", "agreement_score",
-    "any_correct_probability", "bootstrap_interval", "candidate_pool", "candidate_sets", "choice_grammar",
-    "evaluate", "format_score", "index_pool", "judge_key", "length_score", "method_named", "method_names",
-    "parse_choice", "pick_probability", "register_method", "registered_methods", "repetition_score", "run_judges",
-    "static_scores", "steps_score", "trajectories", "vote_key", "vote_key_of",
-]
+from __future__ import annotations
+
+from orchrm_dagster.lazy_names import lazy_names
+
+_EXPORTS = {
+    "AT_N_HEADERS": "costs",
+    "RATIO_HEADERS": "costs",
+    "at_largest_n": "costs",
+    "ratio_table_rows": "costs",
+    "total_tokens": "costs",
+    "verification_ratios": "costs",
+    "any_correct_probability": "expectation",
+    "candidate_sets": "expectation",
+    "pick_probability": "expectation",
+    "JudgeCall": "judges",
+    "Verdict": "judges",
+    "choice_grammar": "judges",
+    "judge_key": "judges",
+    "parse_choice": "judges",
+    "run_judges": "judges",
+    "EvaluationMethod": "methods",
+    "MethodKind": "methods",
+    "method_named": "methods",
+    "method_names": "methods",
+    "register_method": "methods",
+    "registered_methods": "methods",
+    "candidate_pool": "pools",
+    "index_pool": "pools",
+    "trajectories": "pools",
+    "vote_key": "pools",
+    "vote_key_of": "pools",
+    "EvaluationOutcome": "run",
+    "bootstrap_interval": "run",
+    "evaluate": "run",
+    "EvaluationSettings": "settings",
+    "JudgeSettings": "settings",
+    "VerifierSettings": "settings",
+    "VerifierWeights": "settings",
+    "MiniLMEmbedder": "verifier",
+    "StaticScores": "verifier",
+    "agreement_score": "verifier",
+    "format_score": "verifier",
+    "length_score": "verifier",
+    "repetition_score": "verifier",
+    "static_scores": "verifier",
+    "steps_score": "verifier",
+}
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)

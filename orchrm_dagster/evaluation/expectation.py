@@ -17,10 +17,11 @@ import itertools
 import math
 
 import numpy as np
-from scipy.special import gammaln
 
 
 def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln  # scipy: when an expectation is computed, not on import
+
     return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 

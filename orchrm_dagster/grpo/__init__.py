@@ -1,34 +1,69 @@
 """Policy rounds on the orchestrator: GRPO rewarded by the champion reward model (or by rollouts), or another
-registered training method (DPO, RFT), and the policy checkpoints they publish."""
+registered training method (DPO, RFT), and the policy checkpoints they publish.
 
-from orchrm_dagster.grpo.barrier import rollout_batches
-from orchrm_dagster.grpo.checkpoints import (TOKEN_COLUMNS, round_tokens, base_model_dir, checkpoint_policies, policy_manifest,
-                                             policy_name, read_table, round_name)
-from orchrm_dagster.grpo.lineage import held_out_problems, recipe_problem, reward_model_sources, verified_checkpoints
-from orchrm_dagster.grpo.methods import MethodContext, TrainingMethod, method_named, method_names, registered_methods
-from orchrm_dagster.grpo.gate import (Accuracy, GateRule, GateVerdict, Measured, Reference, Reward,
-                                      accuracy_difference, hacking_suspected, newcombe_difference, paired_difference,
-                                      policy_gate)
-from orchrm_dagster.grpo.heldout import HELD_OUT_PLANS_FILE, HeldOut, HeldOutMeasure, accuracy_key, held_out_key
-from orchrm_dagster.grpo.plots import rounds_png, rounds_table
-from orchrm_dagster.grpo.profile import Profile
-from orchrm_dagster.grpo.rewards import (PlanReward, RewardContext, RewardKind, Rollouts, build_rewards,
-                                         completion_text, group_rewards, held_out_rewards, reward_kinds, reward_named)
-from orchrm_dagster.grpo.problems import round_problems
-from orchrm_dagster.grpo.round import RoundOutcome, run_round, starting_policy
-from orchrm_dagster.grpo.settings import (GRPOSettings, MethodName, MethodSettings, RewardName, RewardSettings,
-                                          small_execution)
+Names load lazily (`orchrm_dagster.lazy_names`)."""
 
-__all__ = [
-    "rollout_batches",
-    "Accuracy", "GateRule", "Reference", "accuracy_key", "newcombe_difference", "paired_difference",
-    "HELD_OUT_PLANS_FILE", "HeldOutMeasure", "Measured", "Reward", "hacking_suspected",
-    "held_out_key", "TOKEN_COLUMNS", "round_tokens", "accuracy_difference", "rounds_table",
-    "GateVerdict", "GRPOSettings", "HeldOut", "MethodContext", "MethodName", "MethodSettings", "PlanReward", "Profile", "RewardContext", "RewardKind", "RewardName",
-    "RewardSettings", "RoundOutcome", "Rollouts", "base_model_dir", "checkpoint_policies", "completion_text",
-    "build_rewards", "group_rewards", "held_out_rewards", "reward_kinds", "reward_named", "TrainingMethod",
-    "method_named", "method_names",
-    "registered_methods",
-    "policy_manifest", "policy_name", "read_table", "round_name", "round_problems", "rounds_png",
-    "policy_gate", "recipe_problem", "reward_model_sources", "held_out_problems", "verified_checkpoints", "run_round", "small_execution", "starting_policy",
-]
+from __future__ import annotations
+
+from orchrm_dagster.lazy_names import lazy_names
+
+_EXPORTS = {
+    "rollout_batches": "barrier",
+    "TOKEN_COLUMNS": "checkpoints",
+    "round_tokens": "checkpoints",
+    "base_model_dir": "checkpoints",
+    "checkpoint_policies": "checkpoints",
+    "policy_manifest": "checkpoints",
+    "policy_name": "checkpoints",
+    "read_table": "checkpoints",
+    "round_name": "checkpoints",
+    "held_out_problems": "lineage",
+    "recipe_problem": "lineage",
+    "reward_model_sources": "lineage",
+    "verified_checkpoints": "lineage",
+    "MethodContext": "methods",
+    "TrainingMethod": "methods",
+    "method_named": "methods",
+    "method_names": "methods",
+    "registered_methods": "methods",
+    "Accuracy": "gate",
+    "GateRule": "gate",
+    "GateVerdict": "gate",
+    "Measured": "gate",
+    "Reference": "gate",
+    "Reward": "gate",
+    "accuracy_difference": "gate",
+    "hacking_suspected": "gate",
+    "newcombe_difference": "gate",
+    "paired_difference": "gate",
+    "policy_gate": "gate",
+    "HELD_OUT_PLANS_FILE": "heldout",
+    "HeldOut": "heldout",
+    "HeldOutMeasure": "heldout",
+    "accuracy_key": "heldout",
+    "held_out_key": "heldout",
+    "rounds_png": "plots",
+    "rounds_table": "plots",
+    "Profile": "profile",
+    "PlanReward": "rewards",
+    "RewardContext": "rewards",
+    "RewardKind": "rewards",
+    "Rollouts": "rewards",
+    "build_rewards": "rewards",
+    "completion_text": "rewards",
+    "group_rewards": "rewards",
+    "held_out_rewards": "rewards",
+    "reward_kinds": "rewards",
+    "reward_named": "rewards",
+    "round_problems": "problems",
+    "RoundOutcome": "round",
+    "run_round": "round",
+    "starting_policy": "round",
+    "GRPOSettings": "settings",
+    "MethodName": "settings",
+    "MethodSettings": "settings",
+    "RewardName": "settings",
+    "RewardSettings": "settings",
+    "small_execution": "settings",
+}
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)

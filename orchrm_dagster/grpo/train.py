@@ -28,9 +28,7 @@ from orchrm_dagster.grpo.profile import phase
 from orchrm_dagster.grpo.progress import step_callback
 from orchrm_dagster.spending import spend
 from orchrm_dagster.grpo.rewards import raw_metric
-from orchrm_dagster.grpo.shared_prefix import shared_prefix_trainer
-from orchrm_dagster.llm import (ChatRequest, Completion, SamplingSettings, loaded_model, release_static_caches,
-                               resolved_cache_kind, sample_rows)
+from orchrm_dagster.llm import ChatRequest, Completion, SamplingSettings, resolved_cache_kind
 from orchrm_dagster.lora import lora_config as shared_lora_config
 from orchrm_dagster.lora import save_trained
 from orchrm_dagster.orchestration import sample_seed
@@ -180,6 +178,8 @@ def round_trainer_class() -> type:
     LoRA, holding the adapters alone."""
     from trl import GRPOTrainer
 
+    from orchrm_dagster.grpo.shared_prefix import shared_prefix_trainer  # torch: when a round trains, not on import
+
     class RoundTrainer(adapter_checkpoints(shared_prefix_trainer(GRPOTrainer))):
         def _save_checkpoint(self, model, trial):
             with phase("trainer checkpoints"):
@@ -216,6 +216,8 @@ class PlanSampler:
 
     def _sample(self, prompts: list, trainer) -> dict:
         from trl.models.utils import unwrap_model_for_generation
+
+        from orchrm_dagster.llm import loaded_model, release_static_caches, sample_rows
 
         fault_point("round.generating")
         started = time.perf_counter()

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from orchrm_dagster.contract import LABELS, NO_VERDICT_KINDS
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.labels.labeler import labeler_for
-from orchrm_dagster.labels.registry import answer_type_for, label_cached
+from orchrm_dagster.labels.registry import answer_type_for, benchmark_answer_type, label_cached
 from orchrm_dagster.labels.verdict import Verdict
 from orchrm_dagster.storage import ParquetSink, StorageRoot, publish_batch
 
@@ -208,8 +208,8 @@ def _label_run(run: dict, batch_id: str, references: dict, settings: LabelSettin
             report.unlabeled_by_benchmark[run["benchmark"]] += 1
             report.trusted_without_verdict += settings.trusts(run["benchmark"])
             return None
-        answer_type = labeler_for(configured).answer_type if configured else (
-            known.answer_type if known and known.answer_type else answer_type_for(run["benchmark"], None, None))
+        answer_type = known.answer_type if known and known.answer_type and not configured else \
+            benchmark_answer_type(run["benchmark"], settings.answer_types)
         verdict, source = run_verdict(run["is_correct"], run["error"], error_kind(run)), RUN_SOURCE
     else:
         choices = known.choices if known else None

@@ -8,11 +8,8 @@ from functools import lru_cache
 from importlib.metadata import version
 from typing import Iterator, Sequence
 
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
 from .extract import answer_phrase, last_boxed_content, unwrap_text_command
 from .labeler import Claim, register_labeler
-from .math_size import text_too_large_to_parse, too_large_to_evaluate
 from .time_limit import LabelTimeout, time_limit
 from .verdict import Verdict, correct, incorrect
 
@@ -22,8 +19,10 @@ LABELER_VERSION = f"math-verify-{version('math-verify')}+orchrm1"
 # Wall-clock budget for parsing and comparing one answer.
 TIME_LIMIT_S = 5.0
 
-_LATEX_ONLY = (LatexExtractionConfig(),)
-_LATEX_THEN_PLAIN = (LatexExtractionConfig(), ExprExtractionConfig())
+# how an answer is extracted (math-verify's extraction configs, made on first use: importing math-verify takes half
+# a second, which commands that only read settings should not pay)
+_LATEX_ONLY = "latex"
+_LATEX_THEN_PLAIN = "latex, then plain"
 
 _INLINE_SPACING = re.compile(r"\\[!,;: ]")
 _SMALL_FRACTION = re.compile(r"\\[dt]frac")
@@ -77,9 +76,13 @@ def _compare(reference: str, text: str) -> Verdict:
         return _incorrect(None, _TOO_LARGE)
     if not predicted:
         return _incorrect(None, "could not parse a math answer from final_answer")
+    from .math_size import too_large_to_evaluate  # sympy: imported with math-verify, when a label needs it
+
     extracted = _extracted_string(predicted)
     if any(too_large_to_evaluate(item) for item in predicted):
         return _incorrect(extracted, _TOO_LARGE)
+    from math_verify import verify
+
     if verify(list(gold), predicted, timeout_seconds=None):
         return correct(LABELER, LABELER_VERSION, extracted)
     return _incorrect(extracted, "math-verify: not equivalent to the reference")
@@ -136,6 +139,8 @@ def _parse_reference(reference: str) -> tuple:
 
 def _parse_prediction(text: str) -> list | None:
     """Parsed answer, [] when none is found, None when it is unsafe to parse."""
+    from .math_size import text_too_large_to_parse
+
     unparsed_match: list = []
     for candidate, configs in _prediction_attempts(text):
         if text_too_large_to_parse(candidate):
@@ -178,8 +183,19 @@ def looks_like_bare_math(text: str) -> bool:
     return not _PROSE_WORD.search(_LATEX_COMMAND.sub(" ", text))
 
 
-def _parse(candidate: str, configs: Sequence) -> list:
-    return parse(candidate, extraction_config=configs, parsing_timeout=None)
+def _parse(candidate: str, extraction: str) -> list:
+    from math_verify import parse
+
+    return parse(candidate, extraction_config=_extraction_configs(extraction), parsing_timeout=None)
+
+
+@lru_cache(maxsize=None)
+def _extraction_configs(extraction: str) -> tuple:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    if extraction == _LATEX_ONLY:
+        return (LatexExtractionConfig(),)
+    return LatexExtractionConfig(), ExprExtractionConfig()
 
 
 def _as_latex(text: str) -> str:

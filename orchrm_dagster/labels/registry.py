@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Sequence
 
@@ -25,6 +26,15 @@ def answer_type_for(benchmark: str, reference: str | None, choices: Sequence[str
     if named:
         return max(named)[1]
     return max(claims, key=claims.__getitem__)
+
+
+def benchmark_answer_type(benchmark: str, answer_types: Mapping[str, str] | None = None) -> str:
+    """A benchmark's answer type from its name alone: the one `answer_types` (the settings' `labels.answer_types`:
+    benchmark -> answer type, or a dotted path to a labeler) gives it, else the one whose benchmark prefix its name
+    starts with, else the default. The domain of a benchmark (`rm.domain_of`), so a team's own benchmark named in the
+    settings is labeled, paired and scored in the domain the file says."""
+    configured = (answer_types or {}).get(benchmark)
+    return labeler_for(configured).answer_type if configured else answer_type_for(benchmark, None, None)
 
 
 def label_answer(

@@ -1,23 +1,43 @@
 """LLM backends behind one interface (transformers on CPU or GPU, OpenAI-compatible HTTP, vLLM in-process). Each
 backend module (`<name>_backend.py`) defines its spec class and registers it (`registry.py`; other distributions
-through the `orchrm.backends` entry-point group); `TransformersSpec` is the default."""
+through the `orchrm.backends` entry-point group); `TransformersSpec` is the default.
 
-from orchrm_dagster.llm.base import ChatRequest, Completion, LLMBackend, SamplingSettings
-from orchrm_dagster.llm.coalescing import CoalescingBackend
-from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
-# the registry's names first: `factory` reads the registry, loading `orchrm.backends` entry points, whose modules
-# may import them from here
-from orchrm_dagster.llm.registry import (BACKENDS, BackendSpecClass, backend_kinds, build_backend, register_backend,
-                                         respec, spec_class)
-from orchrm_dagster.llm.factory import BackendSpec, LLMSettings, model_folder_kind
-from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
-from orchrm_dagster.llm.kv_cache import DecodingCache, decoding_cache_field, release_static_caches, resolved_cache_kind
-from orchrm_dagster.llm.transformers_backend import TransformersSpec, loaded_model, sample_rows, unload_model
-from orchrm_dagster.llm.vllm_backend import vllm_imports
-from orchrm_dagster.llm.openai_backend import MAX_RETRY_AFTER_S, retry_after_s  # shared with other HTTP clients
+Names load lazily (`orchrm_dagster.lazy_names`)."""
 
-__all__ = ["BACKENDS", "EMBEDDED_GGUF", "embedded_model_dir", "BackendSpec", "BackendSpecClass", "ChatRequest",
-           "CoalescingBackend", "Completion", "LLMBackend", "LLMSettings", "SamplingSettings", "TransformersSpec", "backend_kinds",
-           "build_backend", "model_folder_kind", "register_backend", "respec", "spec_class", "GrammarLogitsProcessor",
-           "compile_grammar", "loaded_model", "sample_rows", "unload_model", "DecodingCache", "decoding_cache_field",
-           "release_static_caches", "resolved_cache_kind", "vllm_imports", "MAX_RETRY_AFTER_S", "retry_after_s"]
+from __future__ import annotations
+
+from orchrm_dagster.lazy_names import lazy_names
+
+_EXPORTS = {
+    "ChatRequest": "base",
+    "Completion": "base",
+    "LLMBackend": "base",
+    "SamplingSettings": "base",
+    "CoalescingBackend": "coalescing",
+    "EMBEDDED_GGUF": "embedded",
+    "embedded_model_dir": "embedded",
+    "BACKENDS": "registry",
+    "BackendSpecClass": "registry",
+    "backend_kinds": "registry",
+    "build_backend": "registry",
+    "register_backend": "registry",
+    "respec": "registry",
+    "spec_class": "registry",
+    "BackendSpec": "factory",
+    "LLMSettings": "factory",
+    "model_folder_kind": "factory",
+    "GrammarLogitsProcessor": "grammar_constraint",
+    "compile_grammar": "grammar_constraint",
+    "DecodingCache": "cache_kind",
+    "decoding_cache_field": "cache_kind",
+    "release_static_caches": "kv_cache",
+    "resolved_cache_kind": "cache_kind",
+    "TransformersSpec": "transformers_backend",
+    "loaded_model": "transformers_decoding",
+    "sample_rows": "transformers_decoding",
+    "unload_model": "unloading",
+    "vllm_imports": "vllm_backend",
+    "MAX_RETRY_AFTER_S": "openai_backend",
+    "retry_after_s": "openai_backend",
+}
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)

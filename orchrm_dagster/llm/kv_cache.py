@@ -8,7 +8,7 @@ writes a step's keys in place and hands the attention a view of the filled part.
 
 On a GPU a decode step of a small model is mostly kernel launches: the static cache (transformers' StaticCache, one
 buffer of batch x (prompt + new tokens) a layer) gives every step the same shapes, so the step can be compiled and
-replayed as CUDA graphs (`transformers_backend`), the way transformers' own `generate` runs with
+replayed as CUDA graphs (`transformers_decoding`), the way transformers' own `generate` runs with
 `cache_implementation="static"`. It has not run on a GPU here: `auto` is the growing cache on every device, and
 `bench/gpu_check.sh` is the check that would show whether the static one works and is faster there."""
 
@@ -17,14 +17,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Literal
 
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, StaticCache
 
-from orchrm_dagster.engine_config import Field
+from orchrm_dagster.llm.cache_kind import DecodingCache, decoding_cache_field, resolved_cache_kind  # noqa: F401 (its API)
 
-DecodingCache = Literal["auto", "growing", "static"]
 
 INITIAL_ROOM = 256  # tokens of room a layer gets beyond what it holds when it (re)allocates
 
@@ -80,20 +78,6 @@ def full_attention_only(model) -> bool:
     config = model.config.get_text_config(decoder=True)
     layer_types = getattr(config, "layer_types", None) or ()
     return not getattr(config, "sliding_window", None) and all(kind == "full_attention" for kind in layer_types)
-
-
-def decoding_cache_field():
-    return Field(default="auto", description="The KV cache of the decoding loop: growing (buffers that grow in "
-                                             "place; rows that finished leave the batch), or static (buffers of a "
-                                             "few bucketed shapes, the decode step compiled and replayed as CUDA "
-                                             "graphs on a GPU). auto: growing on every device, the cache that has "
-                                             "run. static has not run on a GPU here; bench/gpu_check.sh is the check "
-                                             "that would show whether it works and is faster")
-
-
-def resolved_cache_kind(setting: DecodingCache, device: str) -> Literal["growing", "static"]:
-    """The cache `setting` names on `device` (auto: growing on every device; static has not run on a GPU here)."""
-    return "growing" if setting == "auto" else setting
 
 
 STATIC_ROOM = 256  # a static cache's length is rounded up to a multiple of it: prompts of other lengths reuse it

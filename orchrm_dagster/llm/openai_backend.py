@@ -18,15 +18,15 @@ import os
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 from orchrm_dagster.engine_config import Field, engine_config
 from orchrm_dagster.llm.base import ChatRequest, Completion
 from orchrm_dagster.llm.registry import register_backend
 
-_RETRYABLE_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 MAX_RETRY_AFTER_S = 120.0  # a longer Retry-After is waited this long
 
 
@@ -50,6 +50,8 @@ class OpenAICompatibleBackend:
         self.max_retries = max(0, max_retries)
         self.backoff_s = backoff_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        import httpx  # when a backend is built, not when the settings that name it are read
+
         self._client = httpx.Client(timeout=timeout_s, headers=headers,
                                     limits=httpx.Limits(max_connections=self.max_concurrency))
 
@@ -95,7 +97,7 @@ class OpenAICompatibleBackend:
         while True:
             try:
                 return self._post(body)
-            except (_RetryableHTTPError, *_RETRYABLE_ERRORS) as exc:
+            except (_RetryableHTTPError, *_retryable_errors()) as exc:
                 if attempt >= self.max_retries:
                     raise
                 time.sleep(self._wait_s(attempt, getattr(exc, "retry_after_s", None)))
@@ -135,6 +137,12 @@ class OpenAISpec:
         api_key = os.environ.get(self.api_key_env) if self.api_key_env else None
         return OpenAICompatibleBackend(self.base_url, self.model, api_key=api_key, timeout_s=self.timeout_s,
                                        max_concurrency=self.max_concurrency, max_retries=self.max_retries)
+
+
+def _retryable_errors() -> tuple[type[Exception], ...]:
+    import httpx
+
+    return httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError
 
 
 def _describe(response: httpx.Response) -> str:

@@ -59,7 +59,8 @@ def _name(spec_class) -> str:
 
 BACKENDS: Registry[type] = Registry(
     "backend kind", __package__, group="orchrm.backends", key=_kind_of,
-    skip=("base", "coalescing", "embedded", "factory", "grammar_constraint", "kv_cache", "registry", "shared_prefix"))
+    skip=("base", "cache_kind", "coalescing", "embedded", "factory", "grammar_constraint", "kv_cache", "registry",
+          "shared_prefix", "transformers_decoding", "unloading"))
 register_backend = BACKENDS.register  # registers a spec class under the kind its `kind` field names (a decorator)
 backend_kinds = BACKENDS.names
 spec_class = BACKENDS.named  # the spec class of a kind (or of a dotted path to a spec class)

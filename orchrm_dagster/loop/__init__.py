@@ -1,14 +1,39 @@
 """The loop that keeps learning, apart from Dagster: its state, its settings, and the one function that decides
-what happens next (the daemon's sensors and `orchrm loop` both call it)."""
+what happens next (the daemon's sensors and `orchrm loop` both call it).
 
-from orchrm_dagster.loop.batching import BatchingSettings, Cut, cut_batches
-from orchrm_dagster.loop.decide import (LEARNING, ROUNDS, BatchState, Decision, Step, StepKind, batch_states, decide,
-                                        describe, ingest_step, unclean_batch_states)
-from orchrm_dagster.loop.read import batch_from_view, read_state, rounds
-from orchrm_dagster.loop.report import Late, LoopReport, loop_report
-from orchrm_dagster.loop.settings import LoopSettings
-from orchrm_dagster.loop.state import Batch, LoopState, Round, StepRuns
+Names load lazily (`orchrm_dagster.lazy_names`)."""
 
-__all__ = ["Late", "LoopReport", "loop_report", "Batch", "BatchState", "BatchingSettings", "Cut", "Decision", "LEARNING", "LoopSettings", "LoopState",
-           "ROUNDS", "Round", "Step", "StepKind", "StepRuns", "batch_from_view", "batch_states", "cut_batches",
-           "decide", "describe", "ingest_step", "read_state", "rounds", "unclean_batch_states"]
+from __future__ import annotations
+
+from orchrm_dagster.lazy_names import lazy_names
+
+# a name that is also its module's: the submodule, once imported, would shadow the lazy name on the package
+from orchrm_dagster.loop.decide import decide
+
+_EXPORTS = {
+    "BatchingSettings": "batching",
+    "Cut": "batching",
+    "cut_batches": "batching",
+    "LEARNING": "decide",
+    "ROUNDS": "decide",
+    "BatchState": "decide",
+    "Decision": "decide",
+    "Step": "decide",
+    "StepKind": "decide",
+    "batch_states": "decide",
+    "describe": "decide",
+    "ingest_step": "decide",
+    "unclean_batch_states": "decide",
+    "batch_from_view": "read",
+    "read_state": "read",
+    "rounds": "read",
+    "Late": "report",
+    "LoopReport": "report",
+    "loop_report": "report",
+    "LoopSettings": "settings",
+    "Batch": "state",
+    "LoopState": "state",
+    "Round": "state",
+    "StepRuns": "state",
+}
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS, eager=("decide",))

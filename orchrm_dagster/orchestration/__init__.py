@@ -1,21 +1,43 @@
-"""The MAS runner: sample orchestration plans from a policy, execute them with sub-agents, land the runs."""
+"""The MAS runner: sample orchestration plans from a policy, execute them with sub-agents, land the runs.
+
+Names load lazily (`orchrm_dagster.lazy_names`)."""
+
+from __future__ import annotations
+
+from orchrm_dagster.lazy_names import lazy_names
 
 from orchrm_dagster.environments import PlanJob
-from orchrm_dagster.orchestration.execution import (ExecutionReport, execute_samples, finished_run_ids, plan_job,
-                                                    run_record)
-from orchrm_dagster.orchestration.partition import SamplingReport, execute_and_land, sample_partition
-from orchrm_dagster.orchestration.policy import EMBEDDED_POLICIES, PolicySpec, run_id_for, sample_seed
-from orchrm_dagster.orchestration.sampling import PlanSample, Problem, orchestrator_request, sample_plans
-from orchrm_dagster.orchestration.selection import PlanScore, ScoredSamples, Selection, best_of_n, score_samples
-from orchrm_dagster.orchestration.settings import ExecutionSettings, PlanSamplingSettings
-from orchrm_dagster.orchestration.store import (SAMPLES_TABLE, Cell, benchmarks_available, execution_batch_name,
-                                                read_samples, select_problems, write_samples)
 
-__all__ = [
-    "EMBEDDED_POLICIES", "Cell", "ExecutionReport", "ExecutionSettings", "PlanJob", "PlanSample", "PlanSamplingSettings", "PlanScore",
-    "PolicySpec", "Problem", "SAMPLES_TABLE", "SamplingReport", "ScoredSamples", "Selection", "benchmarks_available",
-    "best_of_n", "execute_and_land", "execute_samples", "execution_batch_name",
-    "finished_run_ids", "orchestrator_request", "plan_job", "read_samples", "run_id_for",
-    "run_record", "sample_partition", "sample_plans", "sample_seed", "score_samples", "select_problems",
-    "write_samples",
-]
+_EXPORTS = {
+    "ExecutionReport": "execution",
+    "execute_samples": "execution",
+    "finished_run_ids": "execution",
+    "plan_job": "execution",
+    "run_record": "execution",
+    "SamplingReport": "partition",
+    "execute_and_land": "partition",
+    "sample_partition": "partition",
+    "EMBEDDED_POLICIES": "policy",
+    "PolicySpec": "policy",
+    "run_id_for": "policy",
+    "sample_seed": "policy",
+    "PlanSample": "sampling",
+    "Problem": "sampling",
+    "orchestrator_request": "sampling",
+    "sample_plans": "sampling",
+    "PlanScore": "selection",
+    "ScoredSamples": "selection",
+    "Selection": "selection",
+    "best_of_n": "selection",
+    "score_samples": "selection",
+    "ExecutionSettings": "settings",
+    "PlanSamplingSettings": "settings",
+    "SAMPLES_TABLE": "store",
+    "Cell": "store",
+    "benchmarks_available": "store",
+    "execution_batch_name": "store",
+    "read_samples": "store",
+    "select_problems": "store",
+    "write_samples": "store",
+}
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS, eager=("PlanJob",))

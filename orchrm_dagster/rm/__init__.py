@@ -5,7 +5,7 @@ Names load lazily: importing the package (or its metrics/checkpoints) does not i
 
 from __future__ import annotations
 
-import importlib
+from orchrm_dagster.lazy_names import lazy_names
 
 _EXPORTS = {
     "LiveAccuracy": "live",
@@ -95,14 +95,4 @@ _EXPORTS = {
     "version_dir": "checkpoints",
     "write_manifest": "checkpoints",
 }
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import polars as pl
 
-from orchrm_dagster.labels import answer_type_for, answer_types
+from orchrm_dagster.labels import answer_types, benchmark_answer_type
+from orchrm_dagster.settings_file import read_settings_file
 from orchrm_dagster.storage import StorageRoot, scan_table
 
 
@@ -18,11 +19,24 @@ def all_domains() -> tuple[str, ...]:
     return answer_types()
 
 
-@functools.lru_cache(maxsize=1024)
 def domain_of(benchmark: str) -> str:
     """The domain of a benchmark's problems, from its name alone: every problem and run of a benchmark has one
-    domain (an evaluation row, a GRPO round, a plan-scores partition is of one benchmark)."""
-    return answer_type_for(benchmark, None, None)
+    domain (an evaluation row, a GRPO round, a plan-scores partition is of one benchmark). A benchmark the settings
+    file names in `labels.answer_types` (a team's own, `acme: math`) is in the domain of that answer type, as its runs
+    are labeled; any other by the built-in prefixes (gsm8k, hotpotqa...), else the default
+    (`labels.benchmark_answer_type`)."""
+    return _domain_of(benchmark, _configured_answer_types())
+
+
+@functools.lru_cache(maxsize=1024)
+def _domain_of(benchmark: str, answer_types: tuple[tuple[str, str], ...]) -> str:
+    return benchmark_answer_type(benchmark, dict(answer_types))
+
+
+def _configured_answer_types() -> tuple[tuple[str, str], ...]:
+    """The settings file's `labels.answer_types` (read again when the file changes)."""
+    configured = read_settings_file().section("labels").get("answer_types")
+    return tuple(sorted((str(k), str(v)) for k, v in configured.items())) if isinstance(configured, dict) else ()
 
 
 def benchmark_domains(benchmarks: pl.Series) -> pl.Series:

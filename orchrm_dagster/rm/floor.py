@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scipy.stats import binomtest
 
 
 @dataclass(frozen=True)
@@ -17,6 +16,8 @@ class Floor:
 
     def p_value(self, right: int, pairs: int) -> float | None:
         """P(at least `right` of `pairs` ranked right | the model ranks at chance); None without pairs."""
+        from scipy.stats import binomtest  # a second to import: not for commands that only read settings
+
         return float(binomtest(right, pairs, 0.5, alternative="greater").pvalue) if pairs else None
 
     def refusal(self, version: int, accuracy: float | None, pairs: int, p_value: float | None,

@@ -3,20 +3,31 @@ HTTP (FastAPI + uvicorn), batching concurrent requests and reloading when the ch
 
 from __future__ import annotations
 
-from orchrm_dagster.serving.app import create_app
-from orchrm_dagster.serving.door import TOKEN_ENV, ServeTokenError, refuse_to_listen_openly, serve_token
-from orchrm_dagster.serving.settings import ServeSettings
-from orchrm_dagster.storage import StorageRoot
+from typing import TYPE_CHECKING
 
-__all__ = ["TOKEN_ENV", "ServeSettings", "ServeTokenError", "create_app", "serve", "serve_token"]
+from orchrm_dagster.lazy_names import lazy_names
+
+if TYPE_CHECKING:
+    from orchrm_dagster.serving.settings import ServeSettings
+    from orchrm_dagster.storage import StorageRoot
+
+# reading the settings (ServeSettings) imports no FastAPI
+_EXPORTS = {"create_app": "app", "TOKEN_ENV": "door", "ServeTokenError": "door", "refuse_to_listen_openly": "door",
+            "serve_token": "door", "ServeSettings": "settings"}
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS, eager=("serve",))
 
 
-def serve(root: StorageRoot, settings: ServeSettings = ServeSettings()) -> None:
+def serve(root: StorageRoot, settings: ServeSettings | None = None) -> None:
     """Run the service in the foreground until interrupted: behind the token of ORCHRM_SERVE_TOKEN or
     `settings.token_file` when there is one; without one, on a loopback address only (a `ServeTokenError` says how
     to set one)."""
     import uvicorn
 
+    from orchrm_dagster.serving.app import create_app
+    from orchrm_dagster.serving.door import refuse_to_listen_openly, serve_token
+    from orchrm_dagster.serving.settings import ServeSettings
+
+    settings = settings or ServeSettings()
     token = serve_token(settings)
     refuse_to_listen_openly(settings.host, token)
     uvicorn.run(create_app(root, settings, token), host=settings.host, port=settings.port, log_level="info")

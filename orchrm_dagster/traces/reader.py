@@ -23,7 +23,8 @@ from orchrm_dagster.contract import QuarantineKind, safe_text
 from orchrm_dagster.traces.exports import (is_langfuse_observation, is_langfuse_trace, is_langsmith_run,
                                            langfuse_root, langfuse_spans, langfuse_trace_id, langsmith_runs,
                                            langsmith_span, langsmith_trace_id)
-from orchrm_dagster.traces.mapping import Trace, Unplaceable, finish_otel_span, otlp_spans, place
+from orchrm_dagster.traces.mapping import Trace, Unplaceable, place
+from orchrm_dagster.traces.otlp import finish_otel_span, otlp_spans
 from orchrm_dagster.traces.settings import TraceSettings
 
 TRACE_FORMATS = ("otel", "langfuse", "langsmith")

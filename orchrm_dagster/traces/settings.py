@@ -16,12 +16,54 @@ from orchrm_dagster.engine_config import Field, engine_config
 AGENT_OPERATIONS = ("invoke_agent",)
 INFERENCE_OPERATIONS = ("chat", "text_completion", "generate_content")
 TOOL_OPERATIONS = ("execute_tool",)
+# the tools a run's label and score go back to: the one its trace came from (a trace format of `traces.reader`)
+EXPORT_TOOLS = ("langfuse", "langsmith", "otel")
+
+
+@engine_config
+class ScoreExportSettings:
+    """Imported traces' labels and champion scores back in the tool they came from (`orchrm export-scores`, and the
+    scoring step with after_scoring): each run's to its own tool, over the tool's HTTP API where its URL and key are
+    set (a key only from the tool's own environment variable, never from a file), else written as files."""
+
+    tools: tuple[Literal["langfuse", "langsmith", "otel"], ...] = Field(
+        default=EXPORT_TOOLS, description="Export the runs imported from these tools (langfuse, langsmith, otel), "
+                                          "each run to its own")
+    after_scoring: bool = Field(default=False,
+                                description="The scoring step (rm_scores: the loop's, the daemon's, orchrm "
+                                            "materialize's) exports after it scores, as orchrm export-scores does; "
+                                            "an export that fails leaves the scores written and says why in the "
+                                            "step's log and metadata")
+    langfuse_host: str | None = Field(default=None,
+                                      description="Langfuse's base URL (https://cloud.langfuse.com, or your own); "
+                                                  "unset: LANGFUSE_HOST. Pushed with LANGFUSE_PUBLIC_KEY and "
+                                                  "LANGFUSE_SECRET_KEY; without them: files")
+    langsmith_endpoint: str | None = Field(default=None,
+                                           description="LangSmith's API URL (https://api.smith.langchain.com, or "
+                                                       "your own); unset: LANGSMITH_ENDPOINT. Pushed with "
+                                                       "LANGSMITH_API_KEY; without it: files")
+    otlp_endpoint: str | None = Field(default=None,
+                                      description="An OTLP/HTTP endpoint's base URL (a collector's "
+                                                  "http://localhost:4318): spans go to its /v1/traces; unset: "
+                                                  "OTEL_EXPORTER_OTLP_ENDPOINT (headers: OTEL_EXPORTER_OTLP_HEADERS); "
+                                                  "neither: files")
+    out_dir: str | None = Field(default=None,
+                                description="Where a tool not pushed gets its files (a local folder or s3:// URL); "
+                                            "unset: exports/scores under the storage root")
+    label_name: str = Field(default="orchrm.label.is_correct",
+                            description="The name of the label's score (Langfuse), feedback key (LangSmith) and span "
+                                        "attribute (OTel)")
+    score_name: str = Field(default="orchrm.rm.score",
+                            description="The name of the champion's score (Langfuse), feedback key (LangSmith) and "
+                                        "span attribute (OTel)")
+    batch_size: int = Field(default=100, ge=1, description="Runs per OTLP request (and per line of an OTLP file)")
+    timeout_s: float = Field(default=30.0, gt=0, description="Seconds one HTTP request may take")
 
 
 @engine_config
 class TraceSettings:
     """How imported traces (`orchrm import-traces`, trace files landed) are mapped onto run records: where each
-    field of the artifact contract is read from."""
+    field of the artifact contract is read from; and how their labels and scores go back (`export_scores`)."""
 
     run_id_attribute: str = Field(default="orchrm.run_id",
                                   description="Attribute holding the run_id (else the trace id is the run_id)")
@@ -83,3 +125,6 @@ class TraceSettings:
     max_file_bytes: int = Field(default=256 << 20, ge=1,
                                 description="A larger trace file is not read (it is read whole: a trace's spans may "
                                             "be anywhere in it); split it")
+    export_scores: ScoreExportSettings = Field(
+        default_factory=ScoreExportSettings,
+        description="Where the imported runs' labels and champion scores go back (orchrm export-scores)")

@@ -208,3 +208,116 @@ def test_a_steps_pool_and_its_pod_agree(k8s_defs):
         assert node.assets_def.op.pool == ("warehouse" if not gpu else "policy" if policy else "gpu"), key
 
         assert gpu == (key.to_user_string() in GPU_ASSETS), key.to_user_string()
+
+
+# --- the team's settings file: the orchrm-config ConfigMap in every pod that runs orchrm code -------------------------
+
+SETTINGS_PATH = "/etc/orchrm/orchrm.yaml"
+
+
+def _mounts_the_settings(volumes: list[dict], mounts: list[dict], env: dict[str, str]) -> bool:
+    """The orchrm-config ConfigMap mounted where ORCHRM_CONFIG points."""
+    [volume] = [v for v in volumes if v["name"] == "orchrm-config"]
+    [mount] = [m for m in mounts if m["name"] == "orchrm-config"]
+    key = (volume.get("configMap") or volume.get("config_map"))["name"]
+    path = mount.get("mountPath") or mount.get("mount_path")
+    return key == "orchrm-config" and env["ORCHRM_CONFIG"] == f"{path}/orchrm.yaml" == SETTINGS_PATH
+
+
+def test_the_configmap_holds_a_settings_file_orchrm_accepts(tmp_path, monkeypatch):
+    from orchrm_dagster.settings import load_settings
+
+    for name in ("ORCHRM_STORAGE", "ORCHRM_DEPLOYMENT"):  # the file's own, not the test's
+        monkeypatch.delenv(name, raising=False)
+
+    config_map = yaml.safe_load((ROOT / "deploy/k8s/orchrm-config.yaml").read_text())
+    assert config_map["kind"] == "ConfigMap" and config_map["metadata"]["name"] == "orchrm-config"
+    file = tmp_path / "orchrm.yaml"
+    file.write_text(config_map["data"]["orchrm.yaml"])
+    settings = load_settings(file)
+    assert settings.deployment.profile == "k8s" and settings.storage.root.startswith("s3://")
+
+
+def test_the_code_location_and_the_run_launcher_mount_the_settings_file():
+    values = yaml.safe_load((ROOT / "deploy/helm/values.yaml").read_text())
+    [deployment] = values["dagster-user-deployments"]["deployments"]
+    assert _mounts_the_settings(deployment["volumes"], deployment["volumeMounts"],
+                                {e["name"]: e["value"] for e in deployment["env"]})
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    assert _mounts_the_settings(launcher["volumes"], launcher["volumeMounts"],
+                                dict(v.split("=", 1) for v in launcher["envVars"]))
+    instance = yaml.safe_load((ROOT / "deploy/k8s/dagster-instance.yaml").read_text())["run_launcher"]["config"]
+    assert _mounts_the_settings(instance["volumes"], instance["volume_mounts"],
+                                dict(v.split("=", 1) for v in instance["env_vars"]))
+
+
+def _launcher(monkeypatch, config: dict):
+    """dagster-k8s's K8sRunLauncher from `config` (as the instance's dagster.yaml gives it), without a cluster."""
+    import dagster_k8s.launcher
+    from dagster_k8s import K8sRunLauncher
+
+    monkeypatch.setattr(dagster_k8s.launcher, "load_kubernetes_config", lambda **kwargs: None)
+    processed = __import__("dagster._config", fromlist=["process_config"]).process_config(
+        K8sRunLauncher.config_type(), config)
+    assert processed.success, processed.errors
+    return K8sRunLauncher(**processed.value)
+
+
+def _helm_launcher_config(values: dict) -> dict:
+    """The run launcher's instance config the chart renders from its values (the keys this profile uses)."""
+    given = values["runLauncher"]["config"]["k8sRunLauncher"]
+    return {"service_account_name": "dagster", "instance_config_map": "dagster-instance",
+            "dagster_home": "/opt/dagster/dagster_home", "load_incluster_config": given["loadInclusterConfig"],
+            "image_pull_policy": given["imagePullPolicy"], "env_secrets": [s["name"] for s in given["envSecrets"]],
+            "env_vars": given["envVars"], "volumes": given["volumes"], "volume_mounts": given["volumeMounts"]}
+
+
+def _run_and_step_pods(launcher, defs, asset: str, code_location=None):
+    """The pod of a run (the K8sRunLauncher's) and of one of its steps (k8s_job_executor's), built as dagster-k8s
+    builds them: the run launcher's container context, the code location's (the chart's includeConfigInLaunchedRuns)
+    and the step's tags merged."""
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster_k8s.container_context import K8sContainerContext
+    from dagster_k8s.job import construct_dagster_k8s_job, get_user_defined_k8s_config
+
+    graph = defs.resolve_asset_graph()
+    tags = graph.get(next(k for k in graph.get_all_asset_keys() if k.to_user_string() == asset)).assets_def.op.tags
+    run = DagsterRun(job_name="ingest_run_batch", run_id="0" * 36)
+    pods = []
+    for include_run_tags, step_tags in ((True, None), (False, tags)):
+        context = K8sContainerContext.create_for_run(run, launcher, include_run_tags=include_run_tags)
+        if code_location is not None:
+            context = context.merge(code_location)
+        if step_tags is not None:
+            context = context.merge(K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(step_tags)))
+        job = construct_dagster_k8s_job(context.get_k8s_job_config("orchrm:cuda", launcher),
+                                        ["dagster", "api", "execute_step"], f"orchrm-{asset.replace('_', '-')}",
+                                        user_defined_k8s_config=context.run_k8s_config)
+        pods.append(job.spec.template.spec)
+    return pods
+
+
+def _pod_reads_the_settings(spec) -> bool:
+    container = spec.containers[0]
+    env = {e.name: e.value for e in container.env}
+    volumes = [v for v in spec.volumes if v.name == "orchrm-config"]
+    mounts = [m for m in container.volume_mounts if m.name == "orchrm-config"]
+    return (len(volumes) == len(mounts) == 1 and volumes[0].config_map.name == "orchrm-config"
+            and f"{mounts[0].mount_path}/orchrm.yaml" == env.get("ORCHRM_CONFIG") == SETTINGS_PATH)
+
+
+@pytest.mark.parametrize("asset", ["runs", "reward_model"])  # a CPU step and a GPU step
+def test_every_run_pod_and_step_pod_reads_the_settings_file(k8s_defs, monkeypatch, asset):
+    from dagster_k8s.container_context import K8sContainerContext
+
+    instance = yaml.safe_load((ROOT / "deploy/k8s/dagster-instance.yaml").read_text())["run_launcher"]["config"]
+    for spec in _run_and_step_pods(_launcher(monkeypatch, instance), k8s_defs, asset):
+        assert _pod_reads_the_settings(spec)
+    values = yaml.safe_load((ROOT / "deploy/helm/values.yaml").read_text())
+    [deployment] = values["dagster-user-deployments"]["deployments"]
+    code_location = K8sContainerContext(env=deployment["env"], volumes=deployment["volumes"],
+                                        volume_mounts=deployment["volumeMounts"])
+    run_pod, step_pod = _run_and_step_pods(_launcher(monkeypatch, _helm_launcher_config(values)), k8s_defs, asset,
+                                           code_location)
+    assert _pod_reads_the_settings(run_pod) and _pod_reads_the_settings(step_pod)  # mounted once, though given twice
+    assert ("nvidia.com/gpu" in (step_pod.containers[0].resources.limits or {})) == (asset == "reward_model")

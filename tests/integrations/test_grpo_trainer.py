@@ -2,53 +2,15 @@
 (a subprocess, behind its token), whose storage root has a math champion and no qa champion: math rewards train;
 the qa reward stops training with the service's reason."""
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from orchrm_dagster.integrations.trl import AsyncChampionReward, ChampionReward, NoChampionError
+from tests.integrations.conftest import TOKEN
 
-TOKEN = "grpo-test-token"
 QUESTIONS = ["How many apples are left if 12 of 40 are eaten?", "What is 12 * 7?"]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def orchrm_serve(math_root, tmp_path_factory):
-    """A real `orchrm serve` process over `math_root`, behind TOKEN; yields its base URL."""
-    port, logs = _free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
-    orchrm = Path(sys.executable).with_name("orchrm")
-    with open(logs, "wb") as log:
-        server = subprocess.Popen([str(orchrm), "--storage", math_root.url, "serve", "--port", str(port), "--device",
-                                   "cpu", "--max-wait-ms", "20"], stdout=log, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "ORCHRM_SERVE_TOKEN": TOKEN})
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                assert server.poll() is None, logs.read_text()
-                assert time.monotonic() < deadline, "orchrm serve did not answer"
-                try:
-                    if httpx.get(f"{url}/v1/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.2)
-            yield url
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 def grpo_trainer(policy: str, reward, output_dir: Path):
@@ -60,13 +22,6 @@ def grpo_trainer(policy: str, reward, output_dir: Path):
                         max_completion_length=8, max_steps=2, learning_rate=1e-3, use_cpu=True, bf16=False,
                         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, seed=0)
     return GRPOTrainer(model=policy, reward_funcs=reward, args=config, train_dataset=dataset)
-
-
-@pytest.fixture(scope="module")
-def tiny_policy(tmp_path_factory) -> str:
-    from tests.tiny_models import make_tiny_policy
-
-    return make_tiny_policy(tmp_path_factory.mktemp("tiny_policy"))
 
 
 @pytest.mark.slow  # 31-47 s on the loaded 2-core machine, 15-35 s of it `orchrm serve` starting (Dagster, torch, TRL)

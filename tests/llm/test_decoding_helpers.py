@@ -6,7 +6,7 @@ import torch
 import xgrammar as xgr
 
 from orchrm_dagster.llm.kv_cache import left_padded
-from orchrm_dagster.llm.transformers_backend import _batches, _Row, _warp
+from orchrm_dagster.llm.transformers_decoding import _batches, _Row, _warp
 from orchrm_dagster.llm.base import ChatRequest, SamplingSettings
 from orchrm_dagster.plans import plan_grammar_ebnf
 

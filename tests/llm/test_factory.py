@@ -6,7 +6,7 @@ from orchrm_dagster.llm import LLMBackend, LLMSettings, TransformersSpec, build_
 from orchrm_dagster.llm import embedded
 from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
 from orchrm_dagster.llm.openai_backend import OpenAICompatibleBackend, OpenAISpec
-from orchrm_dagster.llm.transformers_backend import TransformersBackend
+from orchrm_dagster.llm.transformers_decoding import TransformersBackend
 from orchrm_dagster.llm.vllm_backend import VLLMBackend, VLLMSpec
 from orchrm_dagster.orchestration import PolicySpec
 

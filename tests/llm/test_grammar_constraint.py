@@ -5,7 +5,7 @@ import torch
 
 from orchrm_dagster.llm import ChatRequest, SamplingSettings
 from orchrm_dagster.llm.grammar_constraint import GrammarError, GrammarLogitsProcessor, compile_grammar
-from orchrm_dagster.llm.transformers_backend import TransformersBackend
+from orchrm_dagster.llm.transformers_decoding import TransformersBackend
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from orchrm_dagster.llm.kv_cache import left_padded
-from orchrm_dagster.llm.transformers_backend import _prefill, load_model
+from orchrm_dagster.llm.transformers_decoding import _prefill, load_model
 
 
 @pytest.fixture(scope="module")

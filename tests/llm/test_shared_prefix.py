@@ -8,7 +8,7 @@ import torch
 
 from orchrm_dagster.llm.kv_cache import GrowingCache, left_padded
 from orchrm_dagster.llm.shared_prefix import MIN_COMMON_TOKENS, attending, common_length, prefill, shares_prefixes
-from orchrm_dagster.llm.transformers_backend import _prefill, load_model
+from orchrm_dagster.llm.transformers_decoding import _prefill, load_model
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

@@ -8,7 +8,7 @@ from xgrammar.testing import _is_grammar_accept_string as is_grammar_accept_stri
 
 from orchrm_dagster.llm import ChatRequest, SamplingSettings
 from orchrm_dagster.llm.grammar_constraint import compile_grammar
-from orchrm_dagster.llm.transformers_backend import TransformersBackend
+from orchrm_dagster.llm.transformers_decoding import TransformersBackend
 from orchrm_dagster.plans import AgentSpec, Plan, parse_plan, plan_grammar_ebnf, render_plan
 from orchrm_dagster.plans.grammar import TextBounds
 

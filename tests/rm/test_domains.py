@@ -10,8 +10,8 @@ import pytest
 
 from orchrm_dagster.ingest import ingest_batch
 from orchrm_dagster.rm import (NoChampion, RMTrainConfig, RewardScorer, ScoringSettings, batches_to_score,
-                               checkpoint_table, current_champions, domain_of, read_champions, score_runs,
-                               train_new_version)
+                               benchmark_domains, checkpoint_table, current_champions, domain_of, read_champions,
+                               score_runs, train_new_version)
 from orchrm_dagster.rm.challenger import domain_trainings
 from orchrm_dagster.rm.champions import crowned, gate, write_champions
 from orchrm_dagster.rm.checkpoints import checkpoints_dir
@@ -231,3 +231,19 @@ def test_best_of_n_scores_a_benchmarks_plans_with_the_champion_of_its_domain(two
     with pytest.raises(NoChampion, match="Best-of-N on hotpotqa refused: no champion reward model for the qa domain: "
                                          "v2 had no validation pairs there"):
         score_samples(root, Cell("hotpotqa", "p"), [sample("a", 0)], ScoringSettings(device="cpu"))
+
+
+def test_a_teams_benchmark_is_in_the_domain_its_settings_file_gives_it(tmp_path, monkeypatch):
+    """`acme` falls in the default domain by its name alone; once the settings file says `labels.answer_types: {acme:
+    math}` (as its runs are then labeled), its pairs, champion and served scores are math's; a change of the file is
+    read again."""
+    from orchrm_dagster.labels import benchmark_answer_type
+
+    assert domain_of("acme") == benchmark_answer_type("acme") == "qa"
+    settings = tmp_path / "orchrm.yaml"
+    settings.write_text("labels:\n  answer_types:\n    acme: math\n")
+    monkeypatch.setenv("ORCHRM_CONFIG", str(settings))
+    assert domain_of("acme") == "math" and domain_of("gsm8k") == "math" and domain_of("hotpotqa") == "qa"
+    assert benchmark_domains(pl.Series(["acme", "hotpotqa"])).to_list() == ["math", "qa"]
+    settings.write_text("labels:\n  answer_types:\n    acme: choice\n    gsm8k: qa\n")
+    assert domain_of("acme") == "choice" and domain_of("gsm8k") == "qa"

@@ -29,7 +29,8 @@ OTEL_RUN = {
     "tokens": {"orchestrator_prompt": 412, "orchestrator_completion": 118, "subagent_prompt": 400,
                "subagent_completion": 80},
     "created_at": "2026-11-01T00:00:00+00:00",
-    "meta": {"trace_id": "5b8aa5a2d2c872e8321cf37308d69df2", "trace_format": "otel", "trace_spans": 6},
+    "meta": {"trace_id": "5b8aa5a2d2c872e8321cf37308d69df2", "trace_format": "otel", "trace_spans": 6,
+             "trace_span_id": "051581bf3cb55c13"},  # the orchestrator's span
 }
 
 LANGFUSE_RUN = {
@@ -45,7 +46,8 @@ LANGFUSE_RUN = {
     "tokens": {"orchestrator_prompt": 500, "orchestrator_completion": 90, "subagent_prompt": 200,
                "subagent_completion": 30},
     "created_at": "2026-11-02T10:00:00+00:00",
-    "meta": {"trace_id": "lf-trace-1", "trace_format": "langfuse", "trace_spans": 5},
+    "meta": {"trace_id": "lf-trace-1", "trace_format": "langfuse", "trace_spans": 5,
+             "trace_span_id": "trace:lf-trace-1"},  # the trace itself is the orchestrator
 }
 
 LANGSMITH_RUN = {
@@ -61,7 +63,8 @@ LANGSMITH_RUN = {
     "tokens": {"orchestrator_prompt": 1200, "orchestrator_completion": 300, "subagent_prompt": 700,
                "subagent_completion": 100},
     "created_at": "2026-11-03T09:00:00+00:00",
-    "meta": {"trace_id": "7b1e0c2a-0000-4000-8000-000000000001", "trace_format": "langsmith", "trace_spans": 5},
+    "meta": {"trace_id": "7b1e0c2a-0000-4000-8000-000000000001", "trace_format": "langsmith", "trace_spans": 5,
+             "trace_span_id": "7b1e0c2a-0000-4000-8000-000000000001"},  # the root run
 }
 
 

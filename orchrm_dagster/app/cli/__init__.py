@@ -2,10 +2,12 @@
 `dagster dev`, so every run it makes shows up in the UI's history.
 
 One module per command, each imported only when it runs (or when help lists it): `query`, and `status` on a root
-where nothing landed, read the warehouse and the storage root without Dagster, torch or transformers
-(tests/structure/test_cli_imports.py), so they answer in well under a second; `status` on a root with batches asks the
-loop what it would do, which reads the Dagster instance's runs (and imports the loop engine, whose package roots
-import torch today). Flags that set a config field are generated from it (`options.config_options`).
+where nothing landed, read the warehouse and the storage root without Dagster, torch or transformers, so they answer
+in well under a second; `status` on a root with batches asks the loop what it would do (the Dagster instance's runs
+and the settings file's loop section, not the Definitions), and `config show` / `check` read every section of the
+settings: none of them imports torch, transformers or TRL (the engine's package roots load names lazily, and model
+code imports those libraries where it runs; tests/structure/test_cli_imports.py). Flags that set a config field are
+generated from it (`options.config_options`).
 A user's mistake (an unknown config key, a bad value, an unknown name, a step that failed) prints its message alone;
 `--verbose` shows the traceback too."""
 
@@ -34,12 +36,14 @@ COMMANDS = {
     "query": ("query", "Run one read-only statement (SELECT or EXPLAIN) against the warehouse."),
     "status": ("status", "Batches, their files, runs, quarantined lines and labels, per batch and in total."),
     "export-pairs": ("export_pairs", "Write the pairs reward-model training reads (built and imported) to PATH."),
+    "export-scores": ("export_scores", "Send imported traces' labels and champion scores back to their tools."),
     "main": ("main_job", "The main job on the embedded default."),
     "evaluate": ("evaluate", "Best-of-N on held-out problems."),
     "orchestrate": ("orchestrate", "Sample orchestration plans, execute them (with sub-agents, or in a simulated "
                                    "environment), land (and ingest) the runs."),
     "loop": ("loop", "The loop that keeps learning, as the daemon runs it."),
     "ui": ("ui", "Serve the Dagster UI on the same instance the CLI uses."),
+    "service": ("service", "Run the loop's daemon and the UI as services (systemd, supervisord, docker compose)."),
     "serve": ("serve", "Serve the champion reward model over HTTP."),
     "config": ("config", "The settings in effect and where each came from (show); validate a settings file (check)."),
 }

@@ -9,8 +9,9 @@ from orchrm_dagster.ingest import IngestSettings
 from orchrm_dagster.reporting import step_progress
 from orchrm_dagster.traces import TRACE_FORMATS, TraceSettings
 
-# every field of the mapping is a flag (--problem-id-attribute, --default-benchmark, --orchestrator-agent, ...)
-MAPPING_FLAGS = tuple(f"traces.{name}" for name in TraceSettings.__pydantic_fields__)
+# every field of the mapping is a flag (--problem-id-attribute, --default-benchmark, --orchestrator-agent, ...); the
+# way back (export_scores) is `orchrm export-scores`'s
+MAPPING_FLAGS = tuple(f"traces.{name}" for name in TraceSettings.__pydantic_fields__ if name != "export_scores")
 _SHOWN_REJECTIONS = 20
 
 

@@ -27,6 +27,7 @@ def command(fmt: str) -> None:
     import sql
     from orchrm_dagster.app.dagster_home import ensure_dagster_home
     from orchrm_dagster.labels import UNLABELED_FIX, unlabeled_note, unparsed_note
+    from orchrm_dagster.app.service import service_lines, service_report  # the daemon and the UI as services
 
     settings = storage()
     ensure_dagster_home()  # a new root's instance gets orchrm's dagster.yaml before anything runs on it
@@ -54,7 +55,8 @@ def command(fmt: str) -> None:
                   "unlabeled_fix": UNLABELED_FIX if sums["unlabeled"] else None,
                   "unparsed_plans": sums["unparsed_plans"]}
         click.echo(json.dumps({"root": settings.storage_root().url, "batches": batches, "labels": labels,
-                               "loop": report.to_json() if report else None, "instance_problem": problem},
+                               "loop": report.to_json() if report else None, "instance_problem": problem,
+                               "services": service_report()},
                               default=str, indent=2))
         return
     totals = ["total", sum(row[1] or 0 for row in table)] + [sums[c] for c in counts] + ["", ""]
@@ -77,6 +79,8 @@ def command(fmt: str) -> None:
     if warehouse.exists():
         _print_quarantined_files(warehouse)
         _print_environments(warehouse)
+    for line, style in service_lines(service_report()):  # whether the daemon and the UI run, when installed
+        console.print(line, style=style, soft_wrap=True, markup=False, highlight=False)
     if report is None:
         console.print("the loop: nothing landed yet, nothing to do: it waits for files in its landing zone",
                       soft_wrap=True)
@@ -188,14 +192,15 @@ def _loop(root):
     if not landing.batches and not landing.pending:
         return {}, 0, None, None
     from assets.instance_settings import settings_problem
-    from assets.loop import loop_state
-    from orchrm_dagster.app.cli.common import definitions
+    from assets.loop_state import loop_state
     from orchrm_dagster.app.instance import cli_instance
     from orchrm_dagster.loop import batch_states, loop_report
+    from orchrm_dagster.settings import load_settings
 
     instance = cli_instance()
     state = loop_state(instance, root)
     files = {v.batch_id: len(v.names) for v in landing.batches}
     states = {s.batch_id: (files.get(s.batch_id, 0), s.state, s.cause) for s in batch_states(state)}
-    return (states, len(landing.pending), loop_report(root, state, definitions().resources["loop"].to_engine()),
-            settings_problem(instance))
+    # the loop's settings as the Definitions' `loop` resource has them (the settings file's), without building the
+    # Definitions: they import every asset's engine
+    return (states, len(landing.pending), loop_report(root, state, load_settings().loop), settings_problem(instance))
