@@ -6,6 +6,7 @@ steps against a live `orchrm serve` (a subprocess of orchrm's own environment)."
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,8 @@ def test_the_client_installs_beside_another_trl_and_the_guides_example_trains_th
     before = _freeze(python)
     assert before["trl"] == "1.13.0"
 
-    _pip(python, str(ROOT / "clients" / "reward"))
+    client = shutil.copytree(ROOT / "clients" / "reward", tmp_path / "reward-client")  # pip builds in it, not here
+    _pip(python, str(client))
     after = _freeze(python)
     changed = {name: (before[name], after[name]) for name in before if after.get(name) != before[name]}
     assert changed == {}, f"installing the client changed {changed}"
