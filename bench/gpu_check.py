@@ -460,7 +460,7 @@ def orchrm_generate_section(args, tokenizer, report: Report):
     from transformers import LlamaForCausalLM, set_seed
 
     from orchrm_dagster.llm import ChatRequest, SamplingSettings, loaded_model, sample_rows
-    from orchrm_dagster.llm.kv_cache import resolved_cache_kind
+    from orchrm_dagster.llm.cache_kind import resolved_cache_kind
     from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 
     group = args.group_size

@@ -21,7 +21,6 @@ from collections import OrderedDict
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, StaticCache
 
-from orchrm_dagster.llm.cache_kind import DecodingCache, decoding_cache_field, resolved_cache_kind  # noqa: F401 (its API)
 
 
 INITIAL_ROOM = 256  # tokens of room a layer gets beyond what it holds when it (re)allocates

@@ -26,9 +26,9 @@ from orchrm_dagster.devices import resolve_device
 from orchrm_dagster.llm.base import ChatRequest, Completion, SamplingSettings
 from orchrm_dagster.llm.embedded import EMBEDDED_GGUF, embedded_model_dir
 from orchrm_dagster.llm.grammar_constraint import GrammarLogitsProcessor, compile_grammar
-from orchrm_dagster.llm.kv_cache import (DecodingCache, decoding_cache, filled_static_cache,
-                                         full_attention_only, release_static_caches, resolved_cache_kind,
-                                         left_padded, static_batch, static_cache_length)
+from orchrm_dagster.llm.cache_kind import DecodingCache, resolved_cache_kind
+from orchrm_dagster.llm.kv_cache import (decoding_cache, filled_static_cache, full_attention_only, left_padded,
+                                         release_static_caches, static_batch, static_cache_length)
 from orchrm_dagster.llm.shared_prefix import attending, shares_prefixes
 from orchrm_dagster.llm.shared_prefix import prefill as prefill_once
 
@@ -179,7 +179,7 @@ def sample_rows(lm: LoadedModel, requests: list[ChatRequest], max_batch_size: in
                 decoding_cache: DecodingCache = "auto") -> list[_Row | Completion]:
     """Each request decoded (batched, grammar-constrained, seeded per row): its row, with the prompt's token ids and
     the sampled ones, or a failed Completion saying why. The one decoding routine of the runner and of GRPO rounds.
-    `decoding_cache` picks the KV cache on the model's device (`llm.kv_cache.resolved_cache_kind`)."""
+    `decoding_cache` picks the KV cache on the model's device (`llm.cache_kind.resolved_cache_kind`)."""
     static = resolved_cache_kind(decoding_cache, lm.model.device.type) == "static" and full_attention_only(lm.model)
     results: list[_Row | Completion | None] = [None] * len(requests)
     rows: list[_Row] = []

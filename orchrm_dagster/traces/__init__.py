@@ -4,7 +4,8 @@ back out as OTLP JSON; and the imported runs' labels and champion scores sent ba
 (`export_scores`). No Dagster here: ingest reads trace files landed under a format's suffix with it
 (`FORMAT_SUFFIXES`), `orchrm import-traces` lands them there, and `orchrm export-scores` sends the scores back."""
 
-from orchrm_dagster.traces.mapping import Span, Trace, Unplaceable, place, text_of
+from orchrm_dagster.traces.mapping import Span, Trace, Unplaceable, place
+from orchrm_dagster.traces.values import text_of
 from orchrm_dagster.traces.otlp import runs_to_otlp
 from orchrm_dagster.traces.reader import (FORMAT_SUFFIXES, INTERNAL_ERROR, TRACE_FORMATS, TRACE_SUFFIXES,
                                           ImportedRun, RejectedTrace, landing_name, read_trace_file, read_traces,

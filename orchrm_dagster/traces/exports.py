@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchrm_dagster.traces.mapping import AGENT, AGENT_ID, LLM, OTHER, TOOL, Span, Unplaceable, count, flat, nanos, text_id
+from orchrm_dagster.traces.mapping import AGENT, AGENT_ID, LLM, OTHER, TOOL, Span, Unplaceable
+from orchrm_dagster.traces.values import count, flat, nanos, text_id
 from orchrm_dagster.traces.settings import TraceSettings
 
 _LANGFUSE_KINDS = {"GENERATION": LLM, "AGENT": AGENT, "TOOL": TOOL}

@@ -20,10 +20,11 @@ from typing import Any
 import orjson
 
 from orchrm_dagster.traces.mapping import (AGENT, AGENT_ID, AGENT_NAME, ERROR_TYPE, INPUT_MESSAGES, INPUT_TOKENS,
-                                           LEGACY_COMPLETION, LEGACY_PROMPT, LLM, MAX_DEPTH, OPERATION,
+                                           LEGACY_COMPLETION, LEGACY_PROMPT, LLM, OPERATION,
                                            OTHER, OUTPUT_MESSAGES, OUTPUT_TOKENS, REQUEST_MODEL, RESPONSE_MODEL,
                                            SERVICE_NAME, STATUS_ERROR, TOOL, TOOL_ARGUMENTS, TOOL_CALL_ID, TOOL_NAME,
-                                           TOOL_RESULT, Span, count, json_text, maybe_json, nanos, text_id)
+                                           TOOL_RESULT, Span)
+from orchrm_dagster.traces.values import MAX_DEPTH, count, json_text, maybe_json, nanos, text_id
 from orchrm_dagster.traces.settings import TraceSettings
 
 # ---------------------------------------------------------------- OTLP JSON in

@@ -135,8 +135,12 @@ def imported_scores(root: StorageRoot, champions: Mapping[str, int] | None = Non
     joined = (runs.join(labels, on="run_id", how="left").join(scores, on="run_id", how="left")
               .sort("run_id").collect())
     found = []
+    domains: dict[str, str] = {}  # domain_of once per benchmark: it reads the settings file's answer types
     for row in joined.iter_rows(named=True):
-        domain = domain_of(row["benchmark"]) if domain_of is not None and row["benchmark"] else row["answer_type"]
+        benchmark = row["benchmark"]
+        if domain_of is not None and benchmark and benchmark not in domains:
+            domains[benchmark] = domain_of(benchmark)
+        domain = domains[benchmark] if domain_of is not None and benchmark else row["answer_type"]
         scored = row["score"] is not None and (champions is None or champions.get(domain) == row["rm_version"])
         if row["is_correct"] is None and not scored:
             continue

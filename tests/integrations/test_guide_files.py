@@ -39,7 +39,7 @@ def test_the_openrlhf_file_sends_the_token(math_root, tmp_path, monkeypatch):
                               headers={"Authorization": "Bearer right-token"}).json()["scores"]
         assert got["rewards"].tolist() == pytest.approx(expected, abs=1e-5)
         monkeypatch.setenv("ORCHRM_SERVE_TOKEN", "wrong")
-        with pytest.raises(RuntimeError, match="refused \\(401\\): wrong bearer token"):
+        with pytest.raises(RuntimeError, match="refused to score \\(401\\): wrong bearer token"):
             module.reward_func([QUESTION + PLANS[0]], [QUESTION], ["28"])
 
 

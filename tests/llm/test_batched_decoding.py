@@ -6,7 +6,8 @@ samples the same plans as the growing one, and a model keeps a few of them, one 
 import pytest
 
 from orchrm_dagster.llm import ChatRequest, SamplingSettings, release_static_caches, unload_model
-from orchrm_dagster.llm.kv_cache import STATIC_CACHES_KEPT, held_static_caches, resolved_cache_kind
+from orchrm_dagster.llm.cache_kind import resolved_cache_kind
+from orchrm_dagster.llm.kv_cache import STATIC_CACHES_KEPT, held_static_caches
 from orchrm_dagster.llm.transformers_decoding import load_model, sample_rows
 from orchrm_dagster.plans import TextBounds, plan_grammar_ebnf
 

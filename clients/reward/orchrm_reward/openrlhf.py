@@ -21,7 +21,7 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
     import httpx
     import torch
 
-    from orchrm_reward.trl import TOKEN_ENV, ChampionRewardError, NoChampionError
+    from orchrm_reward.trl import TOKEN_ENV, ChampionRewardError, refusal
 
     url = os.environ.get(URL_ENV)
     if not url:
@@ -36,11 +36,6 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
     except httpx.TransportError as error:
         raise ChampionRewardError(f"cannot reach orchrm serve at {url}: {type(error).__name__}: {error}") from error
     if answer.status_code != 200:
-        try:
-            said = answer.json().get("error")
-        except ValueError:
-            said = None
-        kind = NoChampionError if answer.status_code == 503 else ChampionRewardError
-        raise kind(f"orchrm serve refused ({answer.status_code}): {said or answer.text[:300]}", answer.status_code)
+        raise refusal(answer, f"orchrm serve at {url}")
     rewards = torch.tensor(answer.json()["rewards"], dtype=torch.float32)
     return {"rewards": rewards, "scores": rewards, "extra_logs": {}}

@@ -59,6 +59,19 @@ class NoChampionError(ChampionRewardError):
     """A domain has no champion reward model (the service's 503; `rm.NoChampion` in process): the message says why."""
 
 
+def refusal(response, where: str) -> ChampionRewardError:
+    """The error of `orchrm serve`'s answer other than 200, with the reason it gave: `NoChampionError` for its 503 (a
+    domain without a champion), `ChampionRewardError` otherwise."""
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    said = answer.get("error") if isinstance(answer, dict) else None
+    said = said or (response.text[:300] or response.reason_phrase)
+    kind = NoChampionError if response.status_code == 503 else ChampionRewardError
+    return kind(f"{where} refused to score ({response.status_code}): {said}", response.status_code)
+
+
 @dataclass(frozen=True)
 class Item:
     """One completion to score."""
@@ -237,15 +250,12 @@ class _ChampionRewardBase:
     def _answer(self, response, body: dict) -> tuple[list[float], int]:
         """The scores and version of a /v1/score answer; the error the service gave otherwise."""
         where = f"orchrm serve at {self.url}"
+        if response.status_code != 200:
+            raise refusal(response, where)
         try:
             answer = response.json()
         except ValueError:
             answer = None
-        if response.status_code != 200:
-            said = answer.get("error") if isinstance(answer, dict) else None
-            said = said or (response.text[:300] or response.reason_phrase)
-            kind = NoChampionError if response.status_code == 503 else ChampionRewardError
-            raise kind(f"{where} refused to score ({response.status_code}): {said}", response.status_code)
         scores = answer.get("scores") if isinstance(answer, dict) else None
         if not isinstance(scores, list) or len(scores) != len(body["plans"]):
             raise ChampionRewardError(f"{where} answered without one score per plan ({len(body['plans'])} sent): "

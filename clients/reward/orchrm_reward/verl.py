@@ -1,5 +1,6 @@
 """verl's custom reward function: `custom_reward_function.path=orchrm_verl.py
-custom_reward_function.name=compute_score`, where orchrm_verl.py makes one with `compute_score = verl_compute_score("http://rm-host:8000", domain="math")`.
+custom_reward_function.name=compute_score`, where orchrm_verl.py makes one with
+`compute_score = verl_compute_score("http://rm-host:8000", domain="math")`.
 
 verl calls it once per sample with `data_source`, `solution_str`, `ground_truth` and `extra_info` (its reward loop
 awaits a coroutine function); the question is `extra_info[question_key]` ("question", where verl's example datasets
@@ -27,5 +28,4 @@ def verl_compute_score(url: str, *, question_key: str = "question", empty_reward
         [score] = await reward(prompts=[str(question)], completions=[solution_str])
         return score
 
-    compute_score.reward = reward
     return compute_score
